@@ -1,0 +1,188 @@
+"""AppleBackend: options and the ttir -> ttgir -> msl stages of the `apple` backend."""
+from __future__ import annotations
+
+import functools
+import hashlib
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any, Dict, Tuple
+
+from triton import knobs
+from triton._C.libtriton import ir, passes
+from triton.backends.compiler import BaseBackend, GPUTarget, Language
+
+SUPPORTED_FAMILIES = ("apple7", "apple8", "apple9")
+MAX_NUM_WARPS = 32
+
+
+@dataclass(frozen=True)
+class AppleOptions:
+    num_warps: int = 4
+    num_ctas: int = 1
+    num_stages: int = 1
+    warp_size: int = 32
+    arch: str = "apple7"
+    debug: bool = False
+    instrumentation_mode: str = ""
+    fpsan_homomorphic_casts: bool = False
+    # Metal's default math mode is fast (NaN/Inf undefined); Triton semantics need safe math.
+    # `fast_math=True` is an explicit opt-in to Metal's fast mode.
+    fast_math: bool = False
+    enable_fp_fusion: bool = True
+    launch_cooperative_grid: bool = False
+    supported_fp8_dtypes: Tuple[str, ...] = ("fp8e5", "fp8e4nv")
+    deprecated_fp8_dot_operand_dtypes: Tuple[str, ...] = ()
+    # Metal has no tf32: every dot is computed with ieee products (documented in README).
+    default_dot_input_precision: str = "ieee"
+    allowed_dot_input_precisions: Tuple[str, ...] = ("ieee", "tf32", "tf32x3")
+    max_num_imprecise_acc_default: int = 0
+    extern_libs: Any = None
+    sanitize_overflow: bool = False
+    backend_name: str = "apple"
+
+    def __post_init__(self):
+        nw = self.num_warps
+        if not (isinstance(nw, int) and 1 <= nw <= MAX_NUM_WARPS and nw & (nw - 1) == 0):
+            raise ValueError(f"apple backend: num_warps must be a power of two in [1, {MAX_NUM_WARPS}], got {nw!r}")
+        if self.num_ctas != 1:
+            raise ValueError(f"apple backend: num_ctas={self.num_ctas} is not supported; Metal has no "
+                             "thread-block clusters, use num_ctas=1")
+        if self.arch not in SUPPORTED_FAMILIES:
+            raise ValueError(f"apple backend: unknown GPU family {self.arch!r}; expected one of {SUPPORTED_FAMILIES}")
+        if self.num_stages < 1:
+            raise ValueError(f"apple backend: num_stages must be >= 1, got {self.num_stages}")
+        object.__setattr__(self, "extern_libs", tuple(sorted(dict(self.extern_libs or {}).items())))
+
+    def hash(self) -> str:
+        key = "_".join(f"{k}-{v}" for k, v in sorted(self.__dict__.items()))
+        return hashlib.sha256(key.encode()).hexdigest()
+
+
+def min_dot_size(target: GPUTarget):
+    def check(lhs_type, rhs_type):
+        return (1, 1, 1)
+    return check
+
+
+@functools.lru_cache(None)
+def _source_hash() -> str:
+    """Hash of this package's sources: a change to the lowering invalidates cached kernels."""
+    import pathlib
+    h = hashlib.sha256()
+    root = pathlib.Path(__file__).parent
+    for path in sorted(root.rglob("*")):
+        if path.suffix in (".py", ".h", ".cpp", ".cc") and "__pycache__" not in path.parts:
+            h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+class AppleBackend(BaseBackend):
+    """Compiles Triton IR to Metal Shading Language for `GPUTarget("metal", "appleN", 32)`."""
+
+    @staticmethod
+    def supports_target(target: GPUTarget) -> bool:
+        return target.backend == "metal"
+
+    def __init__(self, target: GPUTarget) -> None:
+        super().__init__(target)
+        if target.arch not in SUPPORTED_FAMILIES:
+            raise ValueError(f"apple backend: unknown GPU family {target.arch!r}; expected one of "
+                             f"{SUPPORTED_FAMILIES}")
+        if target.warp_size != 32:
+            raise ValueError(f"apple backend: SIMD-group width is 32, got warp_size={target.warp_size}")
+        self.binary_ext = "msl"
+
+    def hash(self) -> str:
+        return f"apple-{self.target.arch}-{_source_hash()}"
+
+    def parse_options(self, opts: dict) -> AppleOptions:
+        args = {"arch": self.target.arch}
+        fields = AppleOptions.__dataclass_fields__
+        args.update({k: opts[k] for k in fields if k in opts and opts[k] is not None})
+        return AppleOptions(**args)
+
+    def pack_metadata(self, metadata):
+        return (metadata.num_warps, metadata.num_ctas, metadata.shared)
+
+    def get_codegen_implementation(self, options):
+        from triton.language.extra.apple import convert_custom_types
+        return {"min_dot_size": min_dot_size(self.target), "convert_custom_types": convert_custom_types}
+
+    def get_module_map(self) -> Dict[str, ModuleType]:
+        from triton.language.extra.apple import libdevice
+        return {"triton.language.extra.libdevice": libdevice}
+
+    def load_dialects(self, ctx) -> None:
+        pass
+
+    @staticmethod
+    def make_ttir(mod, metadata, opt: AppleOptions):
+        pm = ir.pass_manager(mod.context)
+        pm.enable_debug()
+        passes.common.add_inliner(pm)
+        passes.ttir.add_rewrite_tensor_descriptor_to_pointer(pm)
+        passes.common.add_canonicalizer(pm)
+        passes.ttir.add_combine(pm)
+        passes.ttir.add_reorder_broadcast(pm)
+        passes.common.add_cse(pm)
+        passes.common.add_symbol_dce(pm)
+        passes.ttir.add_loop_unroll(pm)
+        pm.run(mod, "make_ttir")
+        return mod
+
+    @staticmethod
+    def make_ttgir(mod, metadata, opt: AppleOptions):
+        pm = ir.pass_manager(mod.context)
+        pm.enable_debug()
+        passes.ttir.add_convert_to_ttgpuir(pm, f"metal:{opt.arch}", opt.num_warps, 32, opt.num_ctas)
+        passes.ttgpuir.add_coalesce(pm)
+        passes.ttgpuir.add_remove_layout_conversions(pm)
+        passes.ttgpuir.add_optimize_thread_locality(pm)
+        passes.ttgpuir.add_remove_layout_conversions(pm)
+        passes.ttir.add_triton_licm(pm)
+        passes.common.add_canonicalizer(pm)
+        passes.ttir.add_loop_aware_cse(pm)
+        passes.ttgpuir.add_remove_layout_conversions(pm)
+        passes.ttgpuir.add_reduce_data_duplication(pm)
+        passes.ttgpuir.add_reorder_instructions(pm)
+        passes.ttir.add_loop_aware_cse(pm)
+        passes.common.add_symbol_dce(pm)
+        passes.common.add_sccp(pm)
+        passes.common.add_cse(pm)
+        passes.common.add_canonicalizer(pm)
+        passes.ttgpuir.add_allocate_shared_memory(pm)
+        pm.run(mod, "make_ttgir")
+        return mod
+
+    @staticmethod
+    def make_msl(mod, metadata, opt: AppleOptions) -> bytes:
+        from .lowering import lower_module
+        kernel = lower_module(mod, opt)
+        metadata["name"] = kernel.name
+        metadata["shared"] = kernel.shared_bytes
+        metadata["kernel_signature"] = kernel.signature_json()
+        return kernel.source.encode()
+
+    def add_stages(self, stages: dict, options: AppleOptions, language: Language) -> None:
+        if language == Language.TRITON:
+            stages["ttir"] = lambda src, metadata: self.make_ttir(src, metadata, options)
+            stages["ttgir"] = lambda src, metadata: self.make_ttgir(src, metadata, options)
+        elif language == Language.GLUON:
+            stages["ttgir"] = lambda src, metadata: self.gluon_to_ttgir(src, metadata, options)
+        stages["msl"] = lambda src, metadata: self.make_msl(src, metadata, options)
+
+    @staticmethod
+    def gluon_to_ttgir(mod, metadata, opt: AppleOptions):
+        pm = ir.pass_manager(mod.context)
+        pm.enable_debug()
+        passes.gluon.add_inliner(pm)
+        passes.gluon.add_infer_coalesced_encodings(pm)
+        passes.gluon.add_resolve_auto_encodings(pm)
+        passes.gluon.add_canonicalizer(pm)
+        passes.common.add_sccp(pm)
+        passes.ttir.add_loop_aware_cse(pm)
+        passes.gluon.add_canonicalizer(pm)
+        passes.ttgpuir.add_combine_tensor_select_and_if(pm)
+        passes.ttgpuir.add_allocate_shared_memory(pm)
+        pm.run(mod, "gluon_to_ttgir")
+        return mod

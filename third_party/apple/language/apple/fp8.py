@@ -1,0 +1,8 @@
+"""Hook for Triton's custom fp8 formats: the `apple` backend converts only the standard ones."""
+from triton.language import core
+
+
+@core.builtin
+def convert_custom_types(arg, dst_ty, fp_downcast_rounding=None, _semantic=None):
+    raise ValueError(f"apple backend: conversion from {arg.type} to {dst_ty} is not supported; the only fp8 "
+                     "formats on this backend are fp8e5 (float8_e5m2) and fp8e4nv (float8_e4m3fn)")
