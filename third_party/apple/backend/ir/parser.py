@@ -1,0 +1,750 @@
+"""Parser from printed TTGIR (``module.str()``) to our IR.
+
+libtriton's Python bindings cannot iterate blocks or read float/dense constants (DESIGN §9), so the
+printed module is the complete, stable interface. The parser works in two levels: a scanner that
+splits the text into ops, blocks and regions (every printed op ends with its `loc(...)`), and an
+interpreter of each op's own assembly format that finds operands, attributes and result types.
+"""
+from __future__ import annotations
+
+import re
+from typing import Dict, List, Optional, Tuple
+
+from .core import Block, Function, Location, Module, Op, Region, UNKNOWN, Value
+from .types import (BlockedEncoding, DotOperandEncoding, Encoding, FunctionType, LinearEncoding, MemDescType,
+                    OpaqueEncoding, OpaqueType, PointerType, ScalarType, SharedEncoding, SliceEncoding, TensorType,
+                    Type, FLOAT_WIDTHS, INT_WIDTHS, I1)
+
+
+class IRParseError(Exception):
+    pass
+
+
+_VALUE_RE = re.compile(r"%[A-Za-z0-9_$.\-]+(?:#\d+)?")
+_REGION_MARK = "\x00R{}\x00"
+_REGION_RE = re.compile(r"\x00R(\d+)\x00")
+
+
+# ----------------------------------------------------------------------------------------------
+# Small text utilities
+
+
+def split_top(s: str, sep: str = ",") -> List[str]:
+    """Split at `sep` outside of (), [], {}, <> and strings; `->` is not a closing bracket."""
+    out, depth, cur, i = [], 0, [], 0
+    while i < len(s):
+        c = s[i]
+        if c == '"':
+            j = _string_end(s, i)
+            cur.append(s[i:j])
+            i = j
+            continue
+        if c == "-" and s.startswith("->", i):
+            cur.append("->")
+            i += 2
+            continue
+        if c in "([{<":
+            depth += 1
+        elif c in ")]}>":
+            depth -= 1
+        if depth == 0 and s.startswith(sep, i):
+            out.append("".join(cur).strip())
+            cur = []
+            i += len(sep)
+            continue
+        cur.append(c)
+        i += 1
+    tail = "".join(cur).strip()
+    if tail or out:
+        out.append(tail)
+    return out
+
+
+def find_top(s: str, needle: str, start: int = 0, last: bool = False) -> int:
+    depth, i, found = 0, start, -1
+    while i < len(s):
+        c = s[i]
+        if c == '"':
+            i = _string_end(s, i)
+            continue
+        if c == "-" and s.startswith("->", i):
+            if depth == 0 and s.startswith(needle, i):
+                if not last:
+                    return i
+                found = i
+            i += 2
+            continue
+        if depth == 0 and s.startswith(needle, i):
+            if not last:
+                return i
+            found = i
+        if c in "([{<":
+            depth += 1
+        elif c in ")]}>":
+            depth -= 1
+        i += 1
+    return found
+
+
+def _string_end(s: str, i: int) -> int:
+    j = i + 1
+    while j < len(s):
+        if s[j] == "\\":
+            j += 2
+            continue
+        if s[j] == '"':
+            return j + 1
+        j += 1
+    raise IRParseError(f"unterminated string in {s[i:i + 40]!r}")
+
+
+def _unwrap(s: str, open_: str, close: str) -> str:
+    s = s.strip()
+    if not (s.startswith(open_) and s.endswith(close)):
+        raise IRParseError(f"expected {open_}...{close}, got {s!r}")
+    return s[len(open_):-len(close)]
+
+
+# ----------------------------------------------------------------------------------------------
+# Attributes
+
+
+def parse_attr_value(s: str, aliases: Dict[str, str]):
+    s = s.strip()
+    if s.startswith('"'):
+        return bytes(s[1:-1], "utf-8").decode("unicode_escape")
+    if s in ("true", "false"):
+        return s == "true"
+    if s.startswith("[") and s.endswith("]"):
+        return [parse_attr_value(x, aliases) for x in split_top(s[1:-1])]
+    if s.startswith("array<"):
+        inner = _unwrap(s, "array<", ">")
+        if ":" in inner:
+            _, vals = inner.split(":", 1)
+            return [int(v) for v in vals.split(",") if v.strip()]
+        return []
+    m = re.fullmatch(r"(-?\d+)(?:\s*:\s*[a-z0-9]+)?", s)
+    if m:
+        return int(m.group(1))
+    m = re.fullmatch(r"(-?[0-9.]+(?:e[+-]?\d+)?)\s*:\s*(f\d+|bf16)", s)
+    if m:
+        return float(m.group(1))
+    if s.startswith("#") and s in aliases:
+        return aliases[s]
+    return s
+
+
+def parse_attr_dict(s: str, aliases: Dict[str, str]) -> Dict[str, object]:
+    body = _unwrap(s, "{", "}")
+    out: Dict[str, object] = {}
+    for item in split_top(body):
+        if not item:
+            continue
+        eq = find_top(item, "=")
+        if eq < 0:
+            out[item.strip().strip('"')] = True  # unit attribute
+        else:
+            out[item[:eq].strip().strip('"')] = parse_attr_value(item[eq + 1:], aliases)
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Types and encodings
+
+
+class TypeParser:
+
+    def __init__(self, aliases: Dict[str, str]):
+        self.aliases = aliases
+        self._enc_cache: Dict[str, Encoding] = {}
+
+    def encoding(self, s: str) -> Encoding:
+        s = s.strip()
+        if s in self._enc_cache:
+            return self._enc_cache[s]
+        text = self.aliases.get(s, s)
+        enc = self._encoding_text(text)
+        self._enc_cache[s] = enc
+        return enc
+
+    def _encoding_text(self, text: str) -> Encoding:
+        m = re.fullmatch(r"#ttg\.([a-z_]+)<(.*)>", text, re.S)
+        if not m:
+            return OpaqueEncoding(text)
+        kind, body = m.group(1), m.group(2)
+        if kind == "shared_memory":
+            return OpaqueEncoding(text)
+        params = parse_attr_dict(body, {}) if body.startswith("{") else {}
+        if kind == "blocked":
+            return BlockedEncoding(tuple(params["sizePerThread"]), tuple(params["threadsPerWarp"]),
+                                   tuple(params["warpsPerCTA"]), tuple(params["order"]))
+        if kind == "slice":
+            return SliceEncoding(int(params["dim"]), self.encoding(str(params["parent"])))
+        if kind == "linear":
+            return LinearEncoding(tuple(tuple(b) for b in params.get("register", [])),
+                                  tuple(tuple(b) for b in params.get("lane", [])),
+                                  tuple(tuple(b) for b in params.get("warp", [])))
+        if kind == "dot_op":
+            return DotOperandEncoding(int(params["opIdx"]), self.encoding(str(params["parent"])),
+                                      int(params.get("kWidth", 0)))
+        if kind.endswith("shared"):
+            order = tuple(params.get("order", ()))
+            return SharedEncoding(kind, body, order)
+        return OpaqueEncoding(text)
+
+    def parse(self, s: str) -> Type:
+        s = s.strip()
+        if s in INT_WIDTHS or s in FLOAT_WIDTHS or s == "index":
+            return ScalarType(s)
+        if s.startswith("tensor<"):
+            inner = _unwrap(s, "tensor<", ">")
+            parts = split_top(inner)
+            shape, elem = self._shape_and_elem(parts[0])
+            enc = self.encoding(parts[1]) if len(parts) > 1 else None
+            return TensorType(shape, elem, enc)
+        if s.startswith("!tt.ptr<"):
+            parts = split_top(_unwrap(s, "!tt.ptr<", ">"))
+            space = int(parts[1]) if len(parts) > 1 else 1
+            return PointerType(self.parse(parts[0]), space)
+        if s.startswith("!ttg.memdesc<"):
+            parts = split_top(_unwrap(s, "!ttg.memdesc<", ">"))
+            shape, elem = self._shape_and_elem(parts[0])
+            enc = self.encoding(parts[1]) if len(parts) > 1 else None
+            space = parts[2] if len(parts) > 2 else ""
+            return MemDescType(shape, elem, enc, space, "mutable" in parts[3:])
+        if s.startswith("(") and "->" in s:
+            arrow = find_top(s, "->")
+            ins = [self.parse(t) for t in split_top(_unwrap(s[:arrow].strip(), "(", ")")) if t]
+            return FunctionType(tuple(ins), tuple(self.parse_list(s[arrow + 2:])))
+        return OpaqueType(s)
+
+    def _shape_and_elem(self, s: str) -> Tuple[Tuple[int, ...], Type]:
+        dims = []
+        rest = s
+        while True:
+            m = re.match(r"(\d+)x", rest)
+            if not m:
+                break
+            dims.append(int(m.group(1)))
+            rest = rest[m.end():]
+        return tuple(dims), self.parse(rest)
+
+    def parse_list(self, s: str) -> List[Type]:
+        s = s.strip()
+        if s.startswith("(") and find_top(s, "->") < 0:
+            s = s[1:-1]
+        return [self.parse(t) for t in split_top(s) if t]
+
+
+# ----------------------------------------------------------------------------------------------
+# Locations
+
+
+class LocationTable:
+
+    def __init__(self, aliases: Dict[str, str]):
+        self.aliases = aliases
+        self.cache: Dict[str, Location] = {}
+
+    def resolve(self, expr: str) -> Location:
+        expr = expr.strip()
+        if expr in self.cache:
+            return self.cache[expr]
+        self.cache[expr] = UNKNOWN  # guards against cycles
+        loc = self._resolve(expr)
+        self.cache[expr] = loc
+        return loc
+
+    def _resolve(self, expr: str) -> Location:
+        if expr.startswith("#"):
+            return self.resolve(self.aliases.get(expr, "loc(unknown)"))
+        if expr.startswith("loc(") and expr.endswith(")"):
+            expr = expr[4:-1].strip()
+        if expr == "unknown" or not expr:
+            return UNKNOWN
+        m = re.fullmatch(r'"((?:[^"\\]|\\.)*)":(\d+):(\d+)(?:\s+to\s+.*)?', expr, re.S)
+        if m:
+            return Location(m.group(1), int(m.group(2)), int(m.group(3)))
+        m = re.fullmatch(r'"((?:[^"\\]|\\.)*)"\((.*)\)', expr, re.S)
+        if m:
+            inner = self.resolve(m.group(2))
+            return Location(inner.file, inner.line, inner.col, m.group(1))
+        if expr.startswith("callsite(") and expr.endswith(")"):
+            body = expr[len("callsite("):-1]
+            at = find_top(body, " at ")
+            callee, caller = self.resolve(body[:at]), self.resolve(body[at + 4:])
+            return callee if callee.file else caller
+        if expr.startswith("fused"):
+            start = expr.index("[")
+            for part in split_top(expr[start + 1:expr.rindex("]")]):
+                loc = self.resolve(part)
+                if loc.file:
+                    return loc
+            return UNKNOWN
+        if expr.startswith("#"):
+            return self.resolve(expr)
+        return UNKNOWN
+
+
+# ----------------------------------------------------------------------------------------------
+# The scanner
+
+
+class _Scanner:
+
+    def __init__(self, text: str):
+        self.text = text
+        self.pos = 0
+
+    def skip_ws(self) -> None:
+        t = self.text
+        while self.pos < len(t) and t[self.pos] in " \t\r\n":
+            self.pos += 1
+
+    def peek(self, s: str) -> bool:
+        return self.text.startswith(s, self.pos)
+
+    def expect(self, s: str) -> None:
+        if not self.peek(s):
+            raise IRParseError(f"expected {s!r} at {self.context()}")
+        self.pos += len(s)
+
+    def context(self) -> str:
+        line = self.text.count("\n", 0, self.pos) + 1
+        end = self.text.find("\n", self.pos)
+        return f"line {line}: {self.text[self.pos:end if end >= 0 else None]!r}"
+
+    def read_balanced(self) -> str:
+        """Read a bracketed group starting at the current position (which must be an opener)."""
+        t, start, depth = self.text, self.pos, 0
+        while self.pos < len(t):
+            c = t[self.pos]
+            if c == '"':
+                self.pos = _string_end(t, self.pos)
+                continue
+            if c == "-" and t.startswith("->", self.pos):
+                self.pos += 2
+                continue
+            if c in "([{<":
+                depth += 1
+            elif c in ")]}>":
+                depth -= 1
+                if depth == 0:
+                    self.pos += 1
+                    return t[start:self.pos]
+            self.pos += 1
+        raise IRParseError(f"unbalanced group at {self.context()}")
+
+    def at_region_open(self) -> bool:
+        """A `{` that ends its line opens a region; an inline `{k = v}` is an attribute dictionary."""
+        if not self.peek("{"):
+            return False
+        j = self.pos + 1
+        while j < len(self.text) and self.text[j] in " \t":
+            j += 1
+        return j >= len(self.text) or self.text[j] == "\n"
+
+
+class ModuleParser:
+
+    def __init__(self, text: str):
+        self.aliases: Dict[str, str] = {}
+        body_lines = []
+        for line in text.splitlines():
+            m = re.match(r"^(#[A-Za-z0-9_]+) = (.*)$", line)
+            if m:
+                self.aliases[m.group(1)] = m.group(2).strip()
+            else:
+                body_lines.append(line)
+        self.types = TypeParser(self.aliases)
+        self.locs = LocationTable(self.aliases)
+        self.sc = _Scanner("\n".join(body_lines))
+        self.values: Dict[str, Value] = {}
+
+    # -- module and functions -------------------------------------------------------------------
+
+    def parse(self) -> Module:
+        sc = self.sc
+        sc.skip_ws()
+        sc.expect("module")
+        sc.skip_ws()
+        attrs: Dict[str, object] = {}
+        if sc.peek("attributes"):
+            sc.expect("attributes")
+            sc.skip_ws()
+            attrs = parse_attr_dict(sc.read_balanced(), self.aliases)
+            sc.skip_ws()
+        sc.expect("{")
+        functions = []
+        while True:
+            sc.skip_ws()
+            if sc.peek("}"):
+                sc.pos += 1
+                break
+            functions.append(self.parse_function())
+        return Module(attrs, functions, dict(self.aliases))
+
+    def parse_function(self) -> Function:
+        sc = self.sc
+        sc.expect("tt.func")
+        sc.skip_ws()
+        public = True
+        for vis in ("public", "private", "nested"):
+            if sc.peek(vis + " "):
+                public = vis == "public"
+                sc.pos += len(vis)
+                sc.skip_ws()
+        m = re.compile(r"@([A-Za-z0-9_$.]+)").match(sc.text, sc.pos)
+        if not m:
+            raise IRParseError(f"expected function name at {sc.context()}")
+        name = m.group(1)
+        sc.pos = m.end()
+        self.values = {}
+        arg_text = sc.read_balanced()[1:-1]
+        args, arg_attrs = [], []
+        for i, item in enumerate(split_top(arg_text)):
+            if not item:
+                continue
+            a_name, rest = item.split(":", 1)
+            rest = rest.strip()
+            loc = UNKNOWN
+            li = find_top(rest, "loc(")
+            if li >= 0:
+                loc = self.locs.resolve(rest[li:])
+                rest = rest[:li].strip()
+            attrs: Dict[str, object] = {}
+            ai = find_top(rest, "{")
+            if ai >= 0:
+                attrs = parse_attr_dict(rest[ai:], self.aliases)
+                rest = rest[:ai].strip()
+            v = Value(a_name.strip()[1:], self.types.parse(rest), None, i, loc)
+            self.values[v.name] = v
+            args.append(v)
+            arg_attrs.append(attrs)
+        sc.skip_ws()
+        result_types: List[Type] = []
+        if sc.peek("->"):
+            sc.pos += 2
+            sc.skip_ws()
+            start = sc.pos
+            if sc.peek("("):
+                sc.read_balanced()
+            else:
+                while not sc.peek(" attributes") and not sc.at_region_open():
+                    sc.pos += 1
+            result_types = self.types.parse_list(sc.text[start:sc.pos])
+            sc.skip_ws()
+        fattrs: Dict[str, object] = {}
+        if sc.peek("attributes"):
+            sc.expect("attributes")
+            sc.skip_ws()
+            fattrs = parse_attr_dict(sc.read_balanced(), self.aliases)
+            sc.skip_ws()
+        body = self.parse_region([args])
+        sc.skip_ws()
+        loc = self.locs.resolve(self._read_loc()) if sc.peek("loc(") else UNKNOWN
+        return Function(name, args, result_types, body, public, fattrs, loc, arg_attrs)
+
+    def _read_loc(self) -> str:
+        sc = self.sc
+        start = sc.pos
+        sc.expect("loc")
+        sc.read_balanced()
+        return sc.text[start:sc.pos]
+
+    # -- regions, blocks and ops ----------------------------------------------------------------
+
+    def parse_region(self, entry_args: Optional[List[List[Value]]] = None) -> Region:
+        sc = self.sc
+        sc.expect("{")
+        region = Region()
+        block: Optional[Block] = None
+        if entry_args is not None:
+            block = Block(label="", args=list(entry_args[0]))
+            block.parent = region
+            region.blocks.append(block)
+        while True:
+            sc.skip_ws()
+            if sc.peek("}"):
+                sc.pos += 1
+                break
+            if sc.peek("^"):
+                block = self.parse_block_header()
+                block.parent = region
+                region.blocks.append(block)
+                continue
+            if block is None:
+                block = Block()
+                block.parent = region
+                region.blocks.append(block)
+            op = self.parse_op()
+            op.parent = block
+            block.ops.append(op)
+        return region
+
+    def parse_block_header(self) -> Block:
+        sc = self.sc
+        m = re.compile(r"\^([A-Za-z0-9_]+)").match(sc.text, sc.pos)
+        sc.pos = m.end()
+        args = []
+        if sc.peek("("):
+            for i, item in enumerate(split_top(sc.read_balanced()[1:-1])):
+                a_name, rest = item.split(":", 1)
+                li = find_top(rest, "loc(")
+                loc = self.locs.resolve(rest[li:]) if li >= 0 else UNKNOWN
+                ty = self.types.parse(rest[:li] if li >= 0 else rest)
+                v = Value(a_name.strip()[1:], ty, None, i, loc)
+                self.values[v.name] = v
+                args.append(v)
+        sc.expect(":")
+        block = Block(label=m.group(1), args=args)
+        for a in args:
+            a.owner = block
+        return block
+
+    def parse_op(self) -> Op:
+        sc = self.sc
+        start = sc.pos
+        result_names: List[str] = []
+        if sc.peek("%"):
+            eq = sc.text.index(" = ", sc.pos)
+            for item in sc.text[sc.pos:eq].split(","):
+                item = item.strip()[1:]
+                if ":" in item:
+                    base, n = item.split(":")
+                    result_names += [f"{base}#{k}" for k in range(int(n))]
+                else:
+                    result_names.append(item)
+            sc.pos = eq + 3
+        if sc.peek('"'):
+            end = _string_end(sc.text, sc.pos)
+            name = sc.text[sc.pos + 1:end - 1]
+            sc.pos = end
+        else:
+            m = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*").match(sc.text, sc.pos)
+            if not m:
+                raise IRParseError(f"expected an operation at {sc.context()}")
+            name = m.group(0)
+            sc.pos = m.end()
+        # Collect the op's text up to its trailing location, cutting out nested regions.
+        buf: List[str] = []
+        regions_src: List[int] = []  # positions of region starts, parsed lazily below
+        region_slots: List[Tuple[int, int]] = []
+        depth = 0
+        t = sc.text
+        while True:
+            if sc.pos >= len(t):
+                raise IRParseError(f"unterminated op {name}")
+            c = t[sc.pos]
+            if c == '"':
+                end = _string_end(t, sc.pos)
+                buf.append(t[sc.pos:end])
+                sc.pos = end
+                continue
+            if depth == 0 and sc.peek("loc("):
+                break
+            if sc.at_region_open():
+                region_slots.append((len(regions_src), sc.pos))
+                regions_src.append(sc.pos)
+                buf.append(_REGION_MARK.format(len(region_slots) - 1))
+                self._skip_region()
+                continue
+            if c == "-" and sc.peek("->"):
+                buf.append("->")
+                sc.pos += 2
+                continue
+            if c in "([<{":
+                depth += 1
+            elif c in ")]>}":
+                depth -= 1
+            buf.append(c)
+            sc.pos += 1
+        loc_text = self._read_loc()
+        end_pos = sc.pos
+        body = " ".join("".join(buf).split())
+        op = self._interpret(name, result_names, body, regions_src, self.locs.resolve(loc_text),
+                             t[start:end_pos])
+        sc.pos = end_pos
+        return op
+
+    def _skip_region(self) -> None:
+        sc = self.sc
+        sc.read_balanced()
+
+    def _parse_region_at(self, pos: int, entry_args: Optional[List[Value]] = None) -> Region:
+        saved = self.sc.pos
+        self.sc.pos = pos
+        region = self.parse_region([entry_args] if entry_args is not None else None)
+        self.sc.pos = saved
+        return region
+
+    # -- op interpretation ----------------------------------------------------------------------
+
+    def _value(self, ref: str) -> Value:
+        key = ref[1:]
+        if key not in self.values:
+            raise IRParseError(f"use of undefined value {ref}")
+        return self.values[key]
+
+    def _define(self, names: List[str], types: List[Type], loc: Location) -> List[Value]:
+        if len(names) != len(types):
+            raise IRParseError(f"cannot match results {names} with types {[str(t) for t in types]}")
+        out = []
+        for i, (n, ty) in enumerate(zip(names, types)):
+            v = Value(n, ty, None, i, loc)
+            self.values[n] = v
+            out.append(v)
+        return out
+
+    def _interpret(self, name: str, result_names: List[str], body: str, region_pos: List[int], loc: Location,
+                   text: str) -> Op:
+        special = getattr(self, "_op_" + name.replace(".", "_"), None)
+        if special is not None:
+            return special(name, result_names, body, region_pos, loc, text)
+        head, types_text = self._split_types(body)
+        attrs: Dict[str, object] = {}
+        head_wo_attrs = head
+        # properties `<{...}>` (generic form) and trailing attribute dictionaries
+        for m in list(re.finditer(r"<\{", head)):
+            grp = _Scanner(head)
+            grp.pos = m.start()
+            s = grp.read_balanced()
+            attrs.update(parse_attr_dict(s[1:-1], self.aliases))
+            head_wo_attrs = head_wo_attrs.replace(s, " ")
+        while True:
+            i = find_top(head_wo_attrs, "{")
+            if i < 0:
+                break
+            grp = _Scanner(head_wo_attrs)
+            grp.pos = i
+            s = grp.read_balanced()
+            attrs.update(parse_attr_dict(s, self.aliases))
+            head_wo_attrs = head_wo_attrs[:i] + " " + head_wo_attrs[grp.pos:]
+        words = head_wo_attrs.replace(",", " ").split()
+        if words and not words[0].startswith(("%", "(", "@", "\x00")):
+            attrs.setdefault("_keyword", words[0])
+        m = re.search(r"@([A-Za-z0-9_$.]+)", head_wo_attrs)
+        if m:
+            attrs["callee"] = m.group(1)
+        if name == "arith.constant":
+            attrs["value"] = head_wo_attrs.strip()
+        operands = [self._value(r) for r in _VALUE_RE.findall(_REGION_RE.sub(" ", head_wo_attrs))]
+        result_types = self._result_types(name, types_text, operands, len(result_names), attrs)
+        results = self._define(result_names, result_types, loc)
+        regions = [self._parse_region_at(p) for p in region_pos]
+        return Op(name, operands, results, attrs, regions, loc, text)
+
+    def _split_types(self, body: str) -> Tuple[str, str]:
+        i = find_top(body, " : ", last=True)
+        if i < 0:
+            return body, ""
+        return body[:i], body[i + 3:]
+
+    def _result_types(self, name: str, types_text: str, operands: List[Value], n: int, attrs) -> List[Type]:
+        if n == 0:
+            return []
+        if name == "arith.constant" and not types_text:
+            v = attrs.get("value", "")
+            if v in ("true", "false"):
+                return [I1]
+        if not types_text:
+            raise IRParseError(f"{name}: cannot find result types")
+        arrow = find_top(types_text, "->", last=True)
+        if arrow >= 0:
+            return self.types.parse_list(types_text[arrow + 2:])
+        to = find_top(types_text, " to ")
+        if to >= 0:
+            return [self.types.parse(types_text[to + 4:])]
+        tys = self.types.parse_list(types_text)
+        if name in ("arith.cmpi", "arith.cmpf"):
+            t = tys[0]
+            return [t.with_element(I1) if isinstance(t, TensorType) else I1]
+        if name == "tt.load":
+            t = tys[0]
+            if isinstance(t, TensorType):
+                return [t.with_element(t.element.pointee)]
+            return [t.pointee]
+        if name == "tt.addptr":
+            return [tys[0]]
+        if len(tys) == n:
+            return tys
+        return [tys[-1]] * n if n == 1 else tys[-n:]
+
+    def _op_scf_for(self, name, result_names, body, region_pos, loc, text) -> Op:
+        m = re.match(r"(%[\w$.\-]+) = (%[\w$.\-#]+) to (%[\w$.\-#]+) step (%[\w$.\-#]+)(.*)", body)
+        if not m:
+            raise IRParseError(f"cannot parse scf.for header {body!r}")
+        iv_name, lb, ub, step, rest = m.groups()
+        inits, iter_names, iter_types = [], [], []
+        ia = rest.find("iter_args(")
+        if ia >= 0:
+            grp = _Scanner(rest)
+            grp.pos = ia + len("iter_args")
+            inner = grp.read_balanced()[1:-1]
+            for item in split_top(inner):
+                lhs, rhs = item.split("=")
+                iter_names.append(lhs.strip()[1:])
+                inits.append(self._value(rhs.strip()))
+            arrow = rest.find("->", grp.pos)
+            colon = find_top(rest, " : ", last=True)
+            iter_types = self.types.parse_list(rest[arrow + 2:colon if colon > arrow else None])
+        colon = find_top(rest, " : ", last=True)
+        iv_type = self.types.parse(_REGION_RE.sub("", rest[colon + 3:]).strip()) if colon >= 0 else ScalarType(
+            "index")
+        operands = [self._value(lb), self._value(ub), self._value(step)] + inits
+        iv = Value(iv_name[1:], iv_type, None, 0, loc)
+        self.values[iv.name] = iv
+        iter_args = []
+        for i, (n, ty) in enumerate(zip(iter_names, iter_types)):
+            v = Value(n, ty, None, i + 1, loc)
+            self.values[n] = v
+            iter_args.append(v)
+        region = self._parse_region_at(region_pos[0], [iv] + iter_args)
+        results = self._define(result_names, [v.type for v in iter_args], loc)
+        attrs = {}
+        tail = rest[find_top(rest, "{"):] if "{" in _REGION_RE.sub("", rest) else ""
+        if tail.startswith("{"):
+            attrs = parse_attr_dict(_Scanner(tail).read_balanced(), self.aliases)
+        op = Op(name, operands, results, attrs, [region], loc, text)
+        region.entry.args[0].owner = region.entry
+        return op
+
+    def _op_scf_if(self, name, result_names, body, region_pos, loc, text) -> Op:
+        cond = _VALUE_RE.match(body)
+        types: List[Type] = []
+        arrow = find_top(body, "->")
+        if arrow >= 0:
+            tys = _REGION_RE.split(body[arrow + 2:])[0]
+            types = self.types.parse_list(tys)
+        results = self._define(result_names, types, loc)
+        regions = [self._parse_region_at(p) for p in region_pos]
+        return Op(name, [self._value(cond.group(0))], results, {}, regions, loc, text)
+
+    def _op_scf_while(self, name, result_names, body, region_pos, loc, text) -> Op:
+        grp = _Scanner(body)
+        grp.pos = body.index("(")
+        inner = grp.read_balanced()[1:-1]
+        names, inits = [], []
+        for item in split_top(inner):
+            if not item:
+                continue
+            lhs, rhs = item.split("=")
+            names.append(lhs.strip()[1:])
+            inits.append(self._value(rhs.strip()))
+        sig = _REGION_RE.split(body[grp.pos:])[0]
+        colon = sig.index(":")
+        fty = self.types.parse(sig[colon + 1:].strip())
+        before_args = []
+        for i, (n, ty) in enumerate(zip(names, fty.inputs)):
+            v = Value(n, ty, None, i, loc)
+            self.values[n] = v
+            before_args.append(v)
+        before = self._parse_region_at(region_pos[0], before_args)
+        after = self._parse_region_at(region_pos[1])
+        results = self._define(result_names, list(fty.results), loc)
+        return Op(name, inits, results, {}, [before, after], loc, text)
+
+
+def parse_module(text: str) -> Module:
+    """Parse the printed form of a TTGIR module (with debug locations) into our IR."""
+    return ModuleParser(text).parse()

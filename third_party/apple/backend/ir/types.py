@@ -1,0 +1,210 @@
+"""Types and layout encodings of our TTGIR model.
+
+Types print back to the exact MLIR spelling they were parsed from (``str(t)``), so dumps of our IR
+read like upstream's. Encodings are plain frozen dataclasses; `layouts.py` turns them into linear
+layouts. `AppleMmaEncoding` is ours: upstream's verifier cannot hold it, so it only exists here.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+INT_WIDTHS = {"i1": 1, "i8": 8, "i16": 16, "i32": 32, "i64": 64}
+FLOAT_WIDTHS = {"f16": 16, "bf16": 16, "f32": 32, "f64": 64, "f8E4M3FN": 8, "f8E5M2": 8, "f8E4M3FNUZ": 8,
+                "f8E5M2FNUZ": 8, "f8E4M3B11FNUZ": 8}
+
+
+class Type:
+    """Base of every type in our IR."""
+
+    @property
+    def is_tensor(self) -> bool:
+        return isinstance(self, TensorType)
+
+    @property
+    def scalar(self) -> "Type":
+        return self
+
+
+@dataclass(frozen=True)
+class ScalarType(Type):
+    name: str
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def is_int(self) -> bool:
+        return self.name in INT_WIDTHS or self.name == "index"
+
+    @property
+    def is_float(self) -> bool:
+        return self.name in FLOAT_WIDTHS
+
+    @property
+    def bitwidth(self) -> int:
+        if self.name == "index":
+            return 64
+        return INT_WIDTHS.get(self.name) or FLOAT_WIDTHS[self.name]
+
+
+@dataclass(frozen=True)
+class PointerType(Type):
+    pointee: Type
+    address_space: int = 1
+
+    def __str__(self) -> str:
+        suffix = "" if self.address_space == 1 else f", {self.address_space}"
+        return f"!tt.ptr<{self.pointee}{suffix}>"
+
+    @property
+    def bitwidth(self) -> int:
+        return 64
+
+
+@dataclass(frozen=True)
+class Encoding:
+    """A layout attribute; `alias` is the `#name` it was printed under, if any."""
+
+    def __str__(self) -> str:
+        return self.text()
+
+    def text(self) -> str:
+        raise NotImplementedError
+
+
+def _ints(xs) -> str:
+    return "[" + ", ".join(str(x) for x in xs) + "]"
+
+
+def _bases(bs) -> str:
+    return "[" + ", ".join(_ints(b) for b in bs) + "]"
+
+
+@dataclass(frozen=True)
+class BlockedEncoding(Encoding):
+    size_per_thread: Tuple[int, ...]
+    threads_per_warp: Tuple[int, ...]
+    warps_per_cta: Tuple[int, ...]
+    order: Tuple[int, ...]
+
+    def text(self) -> str:
+        return (f"#ttg.blocked<{{sizePerThread = {_ints(self.size_per_thread)}, threadsPerWarp = "
+                f"{_ints(self.threads_per_warp)}, warpsPerCTA = {_ints(self.warps_per_cta)}, order = "
+                f"{_ints(self.order)}}}>")
+
+
+@dataclass(frozen=True)
+class SliceEncoding(Encoding):
+    dim: int
+    parent: Encoding
+
+    def text(self) -> str:
+        return f"#ttg.slice<{{dim = {self.dim}, parent = {self.parent.text()}}}>"
+
+
+@dataclass(frozen=True)
+class LinearEncoding(Encoding):
+    register: Tuple[Tuple[int, ...], ...]
+    lane: Tuple[Tuple[int, ...], ...]
+    warp: Tuple[Tuple[int, ...], ...]
+
+    def text(self) -> str:
+        return (f"#ttg.linear<{{register = {_bases(self.register)}, lane = {_bases(self.lane)}, "
+                f"warp = {_bases(self.warp)}, block = []}}>")
+
+
+@dataclass(frozen=True)
+class DotOperandEncoding(Encoding):
+    op_idx: int
+    parent: Encoding
+    k_width: int = 0
+
+    def text(self) -> str:
+        kw = f", kWidth = {self.k_width}" if self.k_width else ""
+        return f"#ttg.dot_op<{{opIdx = {self.op_idx}, parent = {self.parent.text()}{kw}}}>"
+
+
+@dataclass(frozen=True)
+class SharedEncoding(Encoding):
+    """`#ttg.swizzled_shared` and friends: only the order matters to our row-major shared buffers."""
+    kind: str
+    params: str
+    order: Tuple[int, ...]
+
+    def text(self) -> str:
+        return f"#ttg.{self.kind}<{self.params}>"
+
+
+@dataclass(frozen=True)
+class OpaqueEncoding(Encoding):
+    """An encoding the lowering does not know; kept verbatim so errors can name it."""
+    raw: str
+
+    def text(self) -> str:
+        return self.raw
+
+
+@dataclass(frozen=True)
+class TensorType(Type):
+    shape: Tuple[int, ...]
+    element: Type
+    encoding: Optional[Encoding] = None
+
+    def __str__(self) -> str:
+        dims = "".join(f"{d}x" for d in self.shape)
+        enc = f", {self.encoding.text()}" if self.encoding is not None else ""
+        return f"tensor<{dims}{self.element}{enc}>"
+
+    @property
+    def scalar(self) -> Type:
+        return self.element
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    def with_element(self, element: Type) -> "TensorType":
+        return TensorType(self.shape, element, self.encoding)
+
+
+@dataclass(frozen=True)
+class MemDescType(Type):
+    shape: Tuple[int, ...]
+    element: Type
+    encoding: Optional[Encoding]
+    memory_space: str
+    mutable: bool = False
+
+    def __str__(self) -> str:
+        dims = "".join(f"{d}x" for d in self.shape)
+        enc = f", {self.encoding.text()}" if self.encoding is not None else ""
+        mut = ", mutable" if self.mutable else ""
+        return f"!ttg.memdesc<{dims}{self.element}{enc}, {self.memory_space}{mut}>"
+
+
+@dataclass(frozen=True)
+class OpaqueType(Type):
+    raw: str
+
+    def __str__(self) -> str:
+        return self.raw
+
+
+@dataclass(frozen=True)
+class FunctionType(Type):
+    inputs: Tuple[Type, ...]
+    results: Tuple[Type, ...]
+
+    def __str__(self) -> str:
+        res = ", ".join(map(str, self.results))
+        return f"({', '.join(map(str, self.inputs))}) -> ({res})"
+
+
+I1 = ScalarType("i1")
+I32 = ScalarType("i32")
+I64 = ScalarType("i64")
+F32 = ScalarType("f32")

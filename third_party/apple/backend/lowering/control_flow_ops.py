@@ -1,0 +1,138 @@
+"""Lowering of structured control flow and calls: `scf.for/if/while/yield/condition`, `tt.call`,
+`tt.return`, and barriers.
+
+MSL has no goto, so every region maps onto a C block. Region results (loop-carried values, if results)
+are variables declared before the construct and assigned at its yield; yields go through temporaries
+so that swapping carried values works.
+"""
+from __future__ import annotations
+
+from typing import List, Sequence
+
+from ..ir import Op, Value
+from .core import FunctionEmitter, Lowered, lowers
+
+
+def declare_carried(em: FunctionEmitter, values: Sequence[Value], hints: Sequence[str] = ()) -> List[Lowered]:
+    return [em.declare(v, hints[i] if i < len(hints) else None) for i, v in enumerate(values)]
+
+
+def assign(em: FunctionEmitter, dsts: Sequence[Lowered], srcs: Sequence[Lowered]) -> None:
+    """dst_i = src_i for all i, as if simultaneously."""
+    staged = []
+    for d, s in zip(dsts, srcs):
+        if d.is_tensor:
+            t = em.temp("yield")
+            em.emit(f"{d.ctype} {t}[{d.regs}];")
+            with em.for_regs(d.regs) as r:
+                em.emit(f"{t}[{r}] = {s.at(r)};")
+            staged.append(t)
+        else:
+            t = em.temp("yield")
+            em.emit(f"{d.ctype} {t} = {s.at(0)};")
+            staged.append(t)
+    for d, t in zip(dsts, staged):
+        if d.is_tensor:
+            with em.for_regs(d.regs) as r:
+                em.emit(f"{d.name}[{r}] = {t}[{r}];")
+        else:
+            em.emit(f"{d.name} = {t};")
+
+
+def _lower_region_with_yield(em: FunctionEmitter, ops: Sequence[Op], targets: Sequence[Lowered]) -> None:
+    *body, term = ops
+    em.lower_block(body)
+    if term.name not in ("scf.yield", "scf.condition"):
+        raise em.error(f"unexpected region terminator {term.name}")
+    if targets:
+        assign(em, targets, [em.get(v) for v in term.operands])
+
+
+@lowers("scf.for")
+def _for(em: FunctionEmitter, op: Op) -> None:
+    lb, ub, step, *inits = [em.get(v) for v in op.operands]
+    block = op.regions[0].entry
+    iv, *iter_args = block.args
+    carried = declare_carried(em, iter_args)
+    assign(em, carried, inits)
+    for a, c in zip(iter_args, carried):
+        em.bind(a, c)
+    ivt = em.ctype(iv.type)
+    ivn = em.fresh(iv.name)
+    em.bind(iv, Lowered(ivn, ivt))
+    em.open(f"for ({ivt} {ivn} = {lb.name}; {ivn} < {ub.name}; {ivn} += {step.name})")
+    _lower_region_with_yield(em, block.ops, carried)
+    em.close()
+    for res, c in zip(op.results, carried):
+        em.bind(res, c)
+
+
+@lowers("scf.if")
+def _if(em: FunctionEmitter, op: Op) -> None:
+    cond = em.get(op.operands[0])
+    results = declare_carried(em, op.results)
+    em.open(f"if ({cond.name})")
+    _lower_region_with_yield(em, op.regions[0].entry.ops, results)
+    if len(op.regions) > 1 and op.regions[1].blocks and op.regions[1].entry.ops:
+        em.close("} else {")
+        em.indent += 1
+        _lower_region_with_yield(em, op.regions[1].entry.ops, results)
+    em.close()
+
+
+@lowers("scf.while")
+def _while(em: FunctionEmitter, op: Op) -> None:
+    before, after = op.regions
+    inits = [em.get(v) for v in op.operands]
+    carried = declare_carried(em, before.entry.args)
+    assign(em, carried, inits)
+    for a, c in zip(before.entry.args, carried):
+        em.bind(a, c)
+    results = declare_carried(em, op.results)
+    em.open("while (true)")
+    *body, cond_op = before.entry.ops
+    em.lower_block(body)
+    cond = em.get(cond_op.operands[0])
+    passed = [em.get(v) for v in cond_op.operands[1:]]
+    assign(em, results, passed)
+    em.open(f"if (!({cond.name}))")
+    em.emit("break;")
+    em.close()
+    for a, r in zip(after.entry.args, results):
+        em.bind(a, r)
+    _lower_region_with_yield(em, after.entry.ops, carried)
+    em.close()
+
+
+@lowers("gpu.barrier")
+def _barrier(em: FunctionEmitter, op: Op) -> None:
+    em.emit("threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);")
+
+
+@lowers("tt.return")
+def _return(em: FunctionEmitter, op: Op) -> None:
+    outs = getattr(em, "out_params", None)
+    if op.operands:
+        assign(em, outs, [em.get(v) for v in op.operands])
+    em.emit("return;")
+
+
+@lowers("tt.call")
+def _call(em: FunctionEmitter, op: Op) -> None:
+    callee = em.ctx.module.function(op.attrs["callee"])
+    name = em.ctx.function_name(callee)
+    results = declare_carried(em, op.results)
+    args = [em.get(v) for v in op.operands]
+    arg_text = []
+    for a in args:
+        if a.is_tensor and a.uniform:
+            t = em.temp("arg")
+            em.emit(f"{a.ctype} {t}[{a.regs}];")
+            with em.for_regs(a.regs) as r:
+                em.emit(f"{t}[{r}] = {a.name};")
+            arg_text.append(t)
+        else:
+            arg_text.append(a.name)
+    arg_text += [r.name for r in results]
+    arg_text += ["tt_smem", "tt_lane", "tt_warp", "tt_tid", "tt_pid", "tt_nprog"]
+    em.emit(f"{name}({', '.join(arg_text)});")

@@ -1,0 +1,315 @@
+"""Shared machinery of the TTGIR -> MSL lowering: MSL values, the per-function emitter, and the registry
+that maps each TTGIR op name to the function (in one of the `*_ops.py` modules) that lowers it.
+
+A distributed tensor lowers to one MSL array per thread, `T name[R]`, where R is the number of registers
+of its linear layout; register `r` of the calling thread holds the element at `layout.coord(r, lane, warp)`.
+A tensor known to hold one value in every register (a splat) stays a scalar and is read as such.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Callable, Dict, Iterator, List, Optional, Sequence
+
+from ..ir import Op, Value
+from ..ir.core import Location
+from ..ir.types import MemDescType, PointerType, ScalarType, TensorType, Type
+from ..layouts import LinearLayout, LayoutService, bit_runs
+
+
+class AppleCompilationError(Exception):
+    """A kernel the apple backend cannot compile; the message names the kernel, the op and the source line."""
+
+
+MSL_SCALAR = {
+    "i1": "bool", "i8": "char", "i16": "short", "i32": "int", "i64": "long", "f16": "half", "bf16": "bfloat",
+    "f32": "float", "index": "long", "f8E4M3FN": "uchar", "f8E5M2": "uchar"
+}
+MSL_UNSIGNED = {"i1": "bool", "i8": "uchar", "i16": "ushort", "i32": "uint", "i64": "ulong", "index": "ulong"}
+
+# Identifiers the MSL compiler reserves (or that our prelude uses) and so cannot name a value.
+_RESERVED = set("""
+alignas alignof and asm auto bool break case catch char class const constexpr continue default delete do double
+else enum explicit extern false float for friend goto if inline int long mutable namespace new noexcept not nullptr
+operator or private protected public register return short signed sizeof static struct switch template this
+throw true try typedef typeid typename union unsigned using virtual void volatile while xor half bfloat uint uchar
+ushort ulong kernel device threadgroup constant thread vertex fragment metal sampler texture array vec uniform
+min max abs clamp select fma exp log sqrt sin cos tan pow isnan isinf signbit floor ceil round trunc
+""".split())
+
+
+def msl_type(ty: Type, where: str = "") -> str:
+    """The MSL spelling of a scalar or pointer type (for tensors: of their element)."""
+    if isinstance(ty, TensorType):
+        ty = ty.element
+    if isinstance(ty, PointerType):
+        return f"device {msl_type(ty.pointee, where)}*"
+    if isinstance(ty, ScalarType):
+        if ty.name == "f64":
+            raise AppleCompilationError(
+                f"{where}float64 is not supported: Metal has no double type. Cast to float32 in the kernel "
+                "(e.g. `x.to(tl.float32)`) before this point")
+        if ty.name in MSL_SCALAR:
+            return MSL_SCALAR[ty.name]
+    raise AppleCompilationError(f"{where}type {ty} has no Metal equivalent")
+
+
+def unsigned_type(ty: Type) -> str:
+    return MSL_UNSIGNED[ty.scalar.name]
+
+
+@dataclass
+class Lowered:
+    """The MSL side of a TTGIR value."""
+    name: str
+    ctype: str
+    regs: Optional[int] = None  # None: scalar; else the per-thread register count
+    uniform: bool = False  # tensor whose registers all equal the scalar `name`
+    layout: Optional[LinearLayout] = None
+
+    @property
+    def is_tensor(self) -> bool:
+        return self.regs is not None
+
+    def at(self, r) -> str:
+        if self.regs is None or self.uniform:
+            return self.name
+        return f"{self.name}[{r}]"
+
+
+def linear_expr(var: str, values: Sequence[int]) -> str:
+    """MSL for the XOR-linear map `x -> XOR_i (bit i of x ? values[i] : 0)` applied to `var`."""
+    terms = []
+    for first, count, shift in bit_runs(tuple(values)):
+        if count == 0:
+            terms.append(f"((({var}) >> {first}) & 1) * {shift}")
+            continue
+        mask = (1 << count) - 1
+        t = f"({var}) >> {first}" if first else f"{var}"
+        t = f"(({t}) & {mask})"
+        if shift:
+            t = f"({t} << {shift})"
+        terms.append(t)
+    if not terms:
+        return "0"
+    return " ^ ".join(terms)
+
+
+_LOWERINGS: Dict[str, Callable[["FunctionEmitter", Op], None]] = {}
+
+
+def lowers(*names: str):
+    """Register the decorated function as the lowering of the named TTGIR ops."""
+
+    def deco(fn):
+        for n in names:
+            _LOWERINGS[n] = fn
+        return fn
+
+    return deco
+
+
+def lowering_for(name: str):
+    return _LOWERINGS.get(name)
+
+
+class KernelContext:
+    """State shared by every function of one module: options, layouts, shared memory and MSL helpers."""
+
+    def __init__(self, module, options, layouts: LayoutService):
+        self.module = module
+        self.options = options
+        self.layouts = layouts
+        self.kernel_name = module.kernel.name
+        self.helpers: List[str] = []  # MSL function definitions emitted before the kernel
+        self.helper_names: set = set()
+        self.uses_smem = False
+        self.extra_scratch = 0  # bytes of our own scratch beyond upstream's allocation
+        self.upstream_shared = int(module.attrs.get("ttg.shared", 0))
+        self.line_map: List[tuple] = []  # (msl line index in body, Location, op name)
+
+    def add_helper(self, name: str, text: str) -> None:
+        if name not in self.helper_names:
+            self.helper_names.add(name)
+            self.helpers.append(text)
+
+    def error(self, msg: str, op: Optional[Op] = None, loc: Optional[Location] = None) -> AppleCompilationError:
+        loc = loc or (op.loc if op is not None else None)
+        where = f"\n  at {loc}" if loc is not None and loc.file else ""
+        what = f" (op {op.name})" if op is not None else ""
+        return AppleCompilationError(f"apple backend: kernel '{self.kernel_name}'{what}: {msg}{where}")
+
+
+class FunctionEmitter:
+    """Emits the body of one MSL function from one TTGIR function."""
+
+    def __init__(self, ctx: KernelContext):
+        self.ctx = ctx
+        self.lines: List[str] = []
+        self.indent = 1
+        self.values: Dict[int, Lowered] = {}
+        self.names: set = set()
+        self.current_op: Optional[Op] = None
+        self._counter = 0
+
+    # -- names and values ------------------------------------------------------------------------
+
+    def fresh(self, hint: str) -> str:
+        base = re.sub(r"[^A-Za-z0-9_]", "_", hint) or "v"
+        if base[0].isdigit():
+            base = "v" + base
+        if base in _RESERVED or base.startswith("tt_") or base.startswith("__"):
+            base = base.lstrip("_") + "_"
+        name, k = base, 1
+        while name in self.names:
+            name = f"{base}_{k}"
+            k += 1
+        self.names.add(name)
+        return name
+
+    def temp(self, hint: str = "t") -> str:
+        self._counter += 1
+        return self.fresh(f"{hint}{self._counter}")
+
+    def get(self, v: Value) -> Lowered:
+        try:
+            return self.values[id(v)]
+        except KeyError:
+            raise self.error(f"value %{v.name} is used before the lowering defined it") from None
+
+    def bind(self, v: Value, lowered: Lowered) -> Lowered:
+        self.values[id(v)] = lowered
+        return lowered
+
+    def layout(self, ty: Type) -> Optional[LinearLayout]:
+        if isinstance(ty, TensorType):
+            try:
+                return self.ctx.layouts.of(ty)
+            except NotImplementedError as e:
+                raise self.error(str(e)) from None
+        return None
+
+    def ctype(self, ty: Type) -> str:
+        where = ""
+        if self.current_op is not None:
+            where = f"value of type {ty}: "
+        try:
+            return msl_type(ty, where)
+        except AppleCompilationError as e:
+            raise self.error(str(e)) from None
+
+    def declare(self, v: Value, hint: Optional[str] = None) -> Lowered:
+        """Declare the MSL variable(s) for `v` (uninitialised) and bind it."""
+        name = self.fresh(hint or v.name)
+        ct = self.ctype(v.type)
+        lay = self.layout(v.type)
+        if lay is not None:
+            self.emit(f"{ct} {name}[{lay.num_regs}];")
+            return self.bind(v, Lowered(name, ct, lay.num_regs, False, lay))
+        self.emit(f"{ct} {name};")
+        return self.bind(v, Lowered(name, ct))
+
+    def define_like(self, v: Value, hint: Optional[str] = None) -> Lowered:
+        """A fresh, undeclared Lowered for `v` (callers emit the declaration with an initialiser)."""
+        name = self.fresh(hint or v.name)
+        ct = self.ctype(v.type)
+        lay = self.layout(v.type)
+        if lay is not None:
+            return Lowered(name, ct, lay.num_regs, False, lay)
+        return Lowered(name, ct)
+
+    # -- text ------------------------------------------------------------------------------------
+
+    def emit(self, line: str) -> None:
+        self.lines.append("    " * self.indent + line)
+
+    def open(self, header: str) -> None:
+        self.emit(header + " {")
+        self.indent += 1
+
+    def close(self, trailer: str = "}") -> None:
+        self.indent -= 1
+        self.emit(trailer)
+
+    def for_regs(self, n: int, var: str = "r") -> "_RegLoop":
+        return _RegLoop(self, n, var)
+
+    def error(self, msg: str) -> AppleCompilationError:
+        return self.ctx.error(msg, self.current_op)
+
+    # -- ops -------------------------------------------------------------------------------------
+
+    def lower_block(self, ops: Sequence[Op]) -> None:
+        for op in ops:
+            self.lower_op(op)
+
+    def lower_op(self, op: Op) -> None:
+        fn = lowering_for(op.name)
+        if fn is None:
+            raise self.ctx.error(f"operation '{op.name}' is not supported by the apple backend yet", op)
+        saved = self.current_op
+        self.current_op = op
+        for v in op.results:
+            if v.type.scalar == ScalarType("f64"):
+                raise self.ctx.error(
+                    f"value %{v.name} has type {v.type}: float64 is not supported, Metal has no double type; "
+                    "cast to float32 in the kernel", op)
+        self.ctx.line_map.append((self, len(self.lines), op))
+        if op.loc.file:
+            self.emit(f"// {op.name} {op.loc.file.rsplit('/', 1)[-1]}:{op.loc.line}")
+        fn(self, op)
+        self.current_op = saved
+
+    # -- thread coordinates ----------------------------------------------------------------------
+
+    def coord_expr(self, lay: LinearLayout, dim: int, reg: str) -> str:
+        """MSL expression of dimension `dim` of the coordinate held in register `reg` of this thread."""
+        parts = []
+        r = linear_expr(reg, [b[dim] for b in lay.reg])
+        l = linear_expr("tt_lane", [b[dim] for b in lay.lane])
+        w = linear_expr("tt_warp", [b[dim] for b in lay.warp])
+        for p in (r, l, w):
+            if p != "0":
+                parts.append(f"({p})" if " " in p else p)
+        if not parts:
+            return "0"
+        return " ^ ".join(parts)
+
+    def owner_predicate(self, lay: Optional[LinearLayout]) -> str:
+        """Condition true on exactly one thread among those holding the same elements of `lay` (for
+        stores and other side effects that must happen once)."""
+        if lay is None:
+            return "tt_tid == 0"
+        conds = []
+        lm, wm = lay.free_lane_mask(), lay.free_warp_mask()
+        if lm:
+            conds.append(f"(tt_lane & {lm}) == 0")
+        if wm:
+            conds.append(f"(tt_warp & {wm}) == 0")
+        return " && ".join(conds)
+
+
+class _RegLoop:
+    """`with em.for_regs(R) as r:` emits `for (uint r = 0; r < R; ++r) {` (or nothing for R == 1,
+    where `r` is the literal 0) and closes it afterwards."""
+
+    def __init__(self, em: FunctionEmitter, n: int, var: str):
+        self.em, self.n, self.var = em, n, var
+
+    def __enter__(self) -> str:
+        if self.n == 1:
+            return "0"
+        self.em.open(f"for (uint {self.var} = 0; {self.var} < {self.n}; ++{self.var})")
+        return self.var
+
+    def __exit__(self, *exc) -> None:
+        if self.n != 1:
+            self.em.close()
+
+
+def is_tensor(v: Value) -> bool:
+    return isinstance(v.type, TensorType)
+
+
+def elem_type(v: Value) -> Type:
+    return v.type.element if isinstance(v.type, TensorType) else v.type

@@ -1,0 +1,372 @@
+"""Lowering of elementwise ops: `arith.*`, `math.*`, and Triton's elementwise `tt.*` ops.
+
+Every op here works register by register, so one function (`elementwise`) handles scalars, tensors and
+splat ("uniform") tensors alike; the per-op code only builds the MSL expression for one register.
+bfloat16 arithmetic is done in float and rounded back (Metal's bfloat arithmetic is not on every
+family); half uses Metal's native half arithmetic, which rounds each operation like IEEE binary16.
+"""
+from __future__ import annotations
+
+from typing import Callable, List
+
+from ..ir import Op
+from ..ir.types import ScalarType, TensorType
+from .core import FunctionEmitter, Lowered, elem_type, is_tensor, lowers, unsigned_type
+from .helpers import require
+
+
+def elementwise(em: FunctionEmitter, op: Op, make: Callable[[List[str]], str]) -> None:
+    """Emit `result = make(operands)` per register; splat-only inputs give a splat (scalar) result."""
+    ins = [em.get(v) for v in op.operands]
+    res = op.result
+    if not is_tensor(res) or all(not i.is_tensor or i.uniform for i in ins):
+        lay = em.layout(res.type)
+        name = em.fresh(res.name)
+        ct = em.ctype(res.type)
+        em.emit(f"{ct} {name} = {make([i.at(0) for i in ins])};")
+        em.bind(res, Lowered(name, ct, lay.num_regs if lay else None, uniform=lay is not None, layout=lay))
+        return
+    out = em.declare(res)
+    with em.for_regs(out.regs) as r:
+        em.emit(f"{out.at(r)} = {make([i.at(r) for i in ins])};")
+
+
+def _float_name(op: Op) -> str:
+    return elem_type(op.result).name
+
+
+def _in_float(op: Op, expr: str, which: int = 0) -> str:
+    """Widen a bf16 operand to float for arithmetic."""
+    ty = elem_type(op.operands[which])
+    return f"float({expr})" if ty.name == "bf16" else expr
+
+
+def _round_back(op: Op, expr: str) -> str:
+    ty = elem_type(op.result)
+    if ty.name == "bf16":
+        return f"bfloat({expr})"
+    if ty.name == "f16":
+        return f"half({expr})"
+    return expr
+
+
+# -- float arithmetic --------------------------------------------------------------------------------
+
+_FLOAT_BINARY = {"arith.addf": "+", "arith.subf": "-", "arith.mulf": "*", "arith.divf": "/"}
+
+
+@lowers(*_FLOAT_BINARY)
+def _float_binary(em: FunctionEmitter, op: Op) -> None:
+    sym = _FLOAT_BINARY[op.name]
+    elementwise(em, op, lambda a: _round_back(op, f"{_in_float(op, a[0])} {sym} {_in_float(op, a[1], 1)}"))
+
+
+@lowers("arith.remf")
+def _remf(em: FunctionEmitter, op: Op) -> None:
+    elementwise(em, op, lambda a: _round_back(op, f"fmod(float({a[0]}), float({a[1]}))"))
+
+
+@lowers("arith.negf")
+def _negf(em: FunctionEmitter, op: Op) -> None:
+    elementwise(em, op, lambda a: _round_back(op, f"-{_in_float(op, a[0])}"))
+
+
+_MINMAX = {
+    "arith.maximumf": "tt_maximum", "arith.minimumf": "tt_minimum", "arith.maxnumf": "tt_maxnum",
+    "arith.minnumf": "tt_minnum"
+}
+
+
+@lowers(*_MINMAX)
+def _float_minmax(em: FunctionEmitter, op: Op) -> None:
+    fn = require(em.ctx, _MINMAX[op.name])
+    elementwise(em, op, lambda a: _round_back(op, f"{fn}(float({a[0]}), float({a[1]}))"))
+
+
+@lowers("math.fma")
+def _fma(em: FunctionEmitter, op: Op) -> None:
+    elementwise(em, op, lambda a: _round_back(op, f"fma(float({a[0]}), float({a[1]}), float({a[2]}))"))
+
+
+# -- integer arithmetic ------------------------------------------------------------------------------
+
+_INT_BINARY = {"arith.addi": "+", "arith.subi": "-", "arith.muli": "*", "arith.andi": "&", "arith.ori": "|",
+               "arith.xori": "^"}
+
+
+@lowers(*_INT_BINARY)
+def _int_binary(em: FunctionEmitter, op: Op) -> None:
+    sym = _INT_BINARY[op.name]
+    ty = elem_type(op.result)
+    if ty.name == "i1" and sym in "+-":
+        sym = "^"  # i1 arithmetic is modulo 2
+    elif ty.name == "i1" and sym == "*":
+        sym = "&"
+    ct = em.ctype(ty)
+    if ty.name == "i1" or sym in "&|^":
+        elementwise(em, op, lambda a: f"{a[0]} {sym} {a[1]}")
+        return
+    # Compute in the unsigned type so that overflow wraps without relying on signed-overflow behaviour.
+    ut = unsigned_type(ty)
+    elementwise(em, op, lambda a: f"{ct}({ut}({a[0]}) {sym} {ut}({a[1]}))")
+
+
+_DIVREM = {"arith.divsi": "tt_sdiv", "arith.remsi": "tt_srem", "arith.divui": "tt_udiv", "arith.remui": "tt_urem"}
+
+
+@lowers(*_DIVREM)
+def _divrem(em: FunctionEmitter, op: Op) -> None:
+    fn = require(em.ctx, _DIVREM[op.name])
+    ty = elem_type(op.result)
+    ct = em.ctype(ty)
+    if op.name in ("arith.divui", "arith.remui"):
+        ut = unsigned_type(ty)
+        elementwise(em, op, lambda a: f"{ct}({fn}({ut}({a[0]}), {ut}({a[1]})))")
+    else:
+        elementwise(em, op, lambda a: f"{fn}({ct}({a[0]}), {ct}({a[1]}))")
+
+
+_SHIFTS = {"arith.shli": "tt_shl", "arith.shrui": "tt_lshr", "arith.shrsi": "tt_ashr"}
+
+
+@lowers(*_SHIFTS)
+def _shift(em: FunctionEmitter, op: Op) -> None:
+    fn = require(em.ctx, _SHIFTS[op.name])
+    ty = elem_type(op.result)
+    ct, ut = em.ctype(ty), unsigned_type(ty)
+    if op.name == "arith.shrui":
+        elementwise(em, op, lambda a: f"{ct}({fn}({ut}({a[0]}), {ut}({a[1]})))")
+    else:
+        elementwise(em, op, lambda a: f"{fn}({ct}({a[0]}), {ut}({a[1]}))")
+
+
+_INT_MINMAX = {"arith.maxsi": (">", False), "arith.minsi": ("<", False), "arith.maxui": (">", True),
+               "arith.minui": ("<", True)}
+
+
+@lowers(*_INT_MINMAX)
+def _int_minmax(em: FunctionEmitter, op: Op) -> None:
+    sym, unsigned = _INT_MINMAX[op.name]
+    ty = elem_type(op.result)
+    if unsigned:
+        ut = unsigned_type(ty)
+        elementwise(em, op, lambda a: f"({ut}({a[0]}) {sym} {ut}({a[1]})) ? {a[0]} : {a[1]}")
+    else:
+        elementwise(em, op, lambda a: f"({a[0]} {sym} {a[1]}) ? {a[0]} : {a[1]}")
+
+
+@lowers("math.absi")
+def _absi(em: FunctionEmitter, op: Op) -> None:
+    ty = elem_type(op.result)
+    ct, ut = em.ctype(ty), unsigned_type(ty)
+    elementwise(em, op, lambda a: f"{a[0]} < {ct}(0) ? {ct}({ut}(0) - {ut}({a[0]})) : {a[0]}")
+
+
+# -- comparisons and select --------------------------------------------------------------------------
+
+_ICMP = {"eq": "==", "ne": "!=", "slt": "<", "sle": "<=", "sgt": ">", "sge": ">=", "ult": "<", "ule": "<=",
+         "ugt": ">", "uge": ">="}
+
+
+@lowers("arith.cmpi")
+def _cmpi(em: FunctionEmitter, op: Op) -> None:
+    pred = op.attrs["_keyword"]
+    sym = _ICMP[pred]
+    ty = elem_type(op.operands[0])
+    if pred.startswith("u") and ty.name != "i1":
+        ut = unsigned_type(ty)
+        elementwise(em, op, lambda a: f"{ut}({a[0]}) {sym} {ut}({a[1]})")
+    else:
+        elementwise(em, op, lambda a: f"{a[0]} {sym} {a[1]}")
+
+
+def _fcmp(pred: str, a: str, b: str) -> str:
+    ordered = {"oeq": "==", "ogt": ">", "oge": ">=", "olt": "<", "ole": "<="}
+    if pred in ordered:
+        return f"{a} {ordered[pred]} {b}"
+    negated = {"une": "==", "ule": ">", "ult": ">=", "uge": "<", "ugt": "<="}
+    if pred in negated:
+        return f"!({a} {negated[pred]} {b})"
+    if pred == "one":
+        return f"({a} < {b} || {a} > {b})"
+    if pred == "ueq":
+        return f"!({a} < {b} || {a} > {b})"
+    if pred == "ord":
+        return f"(!isnan({a}) && !isnan({b}))"
+    if pred == "uno":
+        return f"(isnan({a}) || isnan({b}))"
+    if pred == "true":
+        return "true"
+    if pred == "false":
+        return "false"
+    raise KeyError(pred)
+
+
+@lowers("arith.cmpf")
+def _cmpf(em: FunctionEmitter, op: Op) -> None:
+    pred = op.attrs["_keyword"]
+    elementwise(em, op, lambda a: _fcmp(pred, _in_float(op, a[0]), _in_float(op, a[1], 1)))
+
+
+@lowers("arith.select")
+def _select(em: FunctionEmitter, op: Op) -> None:
+    elementwise(em, op, lambda a: f"{a[0]} ? {a[1]} : {a[2]}")
+
+
+# -- casts -------------------------------------------------------------------------------------------
+
+_INT_LIMITS = {
+    8: ("-128.0f", "128.0f", "char(-128)", "char(127)"),
+    16: ("-32768.0f", "32768.0f", "short(-32768)", "short(32767)"),
+    32: ("-2147483648.0f", "2147483648.0f", "int(-2147483647 - 1)", "int(2147483647)"),
+    64: ("-9223372036854775808.0f", "9223372036854775808.0f", "long(-9223372036854775807L - 1)",
+         "long(9223372036854775807L)"),
+}
+_UINT_LIMITS = {8: ("256.0f", "uchar(255)"), 16: ("65536.0f", "ushort(65535)"), 32: ("4294967296.0f", "uint(~0u)"),
+                64: ("18446744073709551616.0f", "ulong(~0ul)")}
+
+
+@lowers("arith.extsi", "arith.trunci", "arith.index_cast", "arith.index_castui")
+def _int_resize(em: FunctionEmitter, op: Op) -> None:
+    src, dst = elem_type(op.operands[0]), elem_type(op.result)
+    ct = em.ctype(dst)
+    if src.name == "i1" and op.name == "arith.extsi":
+        elementwise(em, op, lambda a: f"{a[0]} ? {ct}(-1) : {ct}(0)")
+    elif dst.name == "i1":
+        elementwise(em, op, lambda a: f"bool({a[0]} & 1)")
+    else:
+        elementwise(em, op, lambda a: f"{ct}({a[0]})")
+
+
+@lowers("arith.extui")
+def _extui(em: FunctionEmitter, op: Op) -> None:
+    src, dst = elem_type(op.operands[0]), elem_type(op.result)
+    ct = em.ctype(dst)
+    if src.name == "i1":
+        elementwise(em, op, lambda a: f"{ct}({a[0]} ? 1 : 0)")
+    else:
+        ut = unsigned_type(src)
+        elementwise(em, op, lambda a: f"{ct}({ut}({a[0]}))")
+
+
+@lowers("arith.sitofp", "arith.uitofp")
+def _itofp(em: FunctionEmitter, op: Op) -> None:
+    src, dst = elem_type(op.operands[0]), elem_type(op.result)
+    ct = em.ctype(dst)
+    if op.name == "arith.uitofp" and src.name != "i1":
+        ut = unsigned_type(src)
+        elementwise(em, op, lambda a: f"{ct}(float({ut}({a[0]})))" if dst.name == "bf16" else f"{ct}({ut}({a[0]}))")
+    elif src.name == "i1":
+        elementwise(em, op, lambda a: f"{ct}({a[0]} ? -1.0f : 0.0f)" if op.name == "arith.sitofp" else
+                    f"{ct}({a[0]} ? 1.0f : 0.0f)")
+    else:
+        elementwise(em, op, lambda a: f"{ct}(float({a[0]}))" if dst.name == "bf16" else f"{ct}({a[0]})")
+
+
+@lowers("arith.fptosi", "arith.fptoui")
+def _fptoi(em: FunctionEmitter, op: Op) -> None:
+    dst = elem_type(op.result)
+    ct = em.ctype(dst)
+    if dst.name == "i1":
+        elementwise(em, op, lambda a: f"float({a[0]}) != 0.0f")
+        return
+    bits = dst.bitwidth
+    if op.name == "arith.fptosi":
+        fn = require(em.ctx, "tt_fptosi")
+        lo, hi, imin, imax = _INT_LIMITS[bits]
+        elementwise(em, op, lambda a: f"{fn}<{ct}>(float({a[0]}), {lo}, {hi}, {imin}, {imax})")
+    else:
+        fn = require(em.ctx, "tt_fptoui")
+        ut = unsigned_type(dst)
+        hi, imax = _UINT_LIMITS[bits]
+        elementwise(em, op, lambda a: f"{ct}({fn}<{ut}>(float({a[0]}), {hi}, {imax}))")
+
+
+@lowers("arith.extf", "arith.truncf")
+def _fresize(em: FunctionEmitter, op: Op) -> None:
+    src, dst = elem_type(op.operands[0]), elem_type(op.result)
+    ct = em.ctype(dst)
+    if src.name in ("f8E4M3FN", "f8E5M2") or dst.name in ("f8E4M3FN", "f8E5M2"):
+        raise em.error("fp8 conversions are not supported by the apple backend yet")
+    if src.name == "bf16" and dst.name == "f16" or src.name == "f16" and dst.name == "bf16":
+        elementwise(em, op, lambda a: f"{ct}(float({a[0]}))")
+    else:
+        elementwise(em, op, lambda a: f"{ct}({a[0]})")
+
+
+@lowers("arith.bitcast", "tt.bitcast")
+def _bitcast(em: FunctionEmitter, op: Op) -> None:
+    src, dst = elem_type(op.operands[0]), elem_type(op.result)
+    ct = em.ctype(dst)
+    if src.name == "i1" or dst.name == "i1":
+        elementwise(em, op, lambda a: f"{ct}({a[0]})")
+    else:
+        elementwise(em, op, lambda a: f"as_type<{ct}>({a[0]})")
+
+
+# -- math ----------------------------------------------------------------------------------------------
+
+_MATH_UNARY = {
+    "math.exp": "exp", "math.exp2": "exp2", "math.log": "log", "math.log2": "log2", "math.sqrt": "sqrt",
+    "math.rsqrt": "rsqrt", "math.sin": "sin", "math.cos": "cos", "math.absf": "fabs", "math.floor": "floor",
+    "math.ceil": "ceil", "math.tanh": "tanh", "math.trunc": "trunc", "math.round": "round",
+    "math.roundeven": "rint", "math.tan": "tan", "math.log1p": "tt_log1p", "math.expm1": "tt_expm1"
+}
+
+
+@lowers(*_MATH_UNARY)
+def _math_unary(em: FunctionEmitter, op: Op) -> None:
+    fn = _MATH_UNARY[op.name]
+    if fn.startswith("tt_"):
+        raise em.error(f"{op.name} is not supported by the apple backend yet")
+    # `precise::` keeps full float accuracy whatever math mode the Metal compiler is in.
+    elementwise(em, op, lambda a: _round_back(op, f"precise::{fn}(float({a[0]}))"))
+
+
+@lowers("tt.precise_sqrt")
+def _precise_sqrt(em: FunctionEmitter, op: Op) -> None:
+    elementwise(em, op, lambda a: _round_back(op, f"precise::sqrt(float({a[0]}))"))
+
+
+@lowers("tt.precise_divf")
+def _precise_divf(em: FunctionEmitter, op: Op) -> None:
+    elementwise(em, op, lambda a: _round_back(op, f"precise::divide(float({a[0]}), float({a[1]}))"))
+
+
+@lowers("math.copysign")
+def _copysign(em: FunctionEmitter, op: Op) -> None:
+    elementwise(em, op, lambda a: _round_back(op, f"copysign(float({a[0]}), float({a[1]}))"))
+
+
+@lowers("math.powf")
+def _powf(em: FunctionEmitter, op: Op) -> None:
+    elementwise(em, op, lambda a: _round_back(op, f"precise::pow(float({a[0]}), float({a[1]}))"))
+
+
+@lowers("math.ctpop")
+def _ctpop(em: FunctionEmitter, op: Op) -> None:
+    ct = em.ctype(elem_type(op.result))
+    ut = unsigned_type(elem_type(op.result))
+    elementwise(em, op, lambda a: f"{ct}(popcount({ut}({a[0]})))")
+
+
+@lowers("math.ctlz")
+def _ctlz(em: FunctionEmitter, op: Op) -> None:
+    ct = em.ctype(elem_type(op.result))
+    ut = unsigned_type(elem_type(op.result))
+    elementwise(em, op, lambda a: f"{ct}(clz({ut}({a[0]})))")
+
+
+@lowers("tt.mulhiui")
+def _mulhiui(em: FunctionEmitter, op: Op) -> None:
+    ty = elem_type(op.result)
+    ct, ut = em.ctype(ty), unsigned_type(ty)
+    elementwise(em, op, lambda a: f"{ct}(mulhi({ut}({a[0]}), {ut}({a[1]})))")
+
+
+@lowers("tt.clampf")
+def _clampf(em: FunctionEmitter, op: Op) -> None:
+    propagate = "all" in str(op.attrs.get("propagateNan", ""))
+    fn = require(em.ctx, "tt_maximum" if propagate else "tt_maxnum")
+    fn2 = require(em.ctx, "tt_minimum" if propagate else "tt_minnum")
+    elementwise(em, op, lambda a: _round_back(op, f"{fn2}({fn}(float({a[0]}), float({a[1]})), float({a[2]}))"))
