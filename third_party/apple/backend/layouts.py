@@ -1,9 +1,13 @@
 """Linear layouts of distributed tensors, and the register maps the lowering derives from them.
 
 A layout maps (register, lane, warp) indices to tensor coordinates, linearly over GF(2): the coordinate
-of a thread's register is the XOR of the bases of the set bits of the three indices. Upstream encodings
-(`#ttg.blocked`, `#ttg.slice`, `#ttg.linear`, `#ttg.dot_op`) are converted by libtriton itself through
-`gluon_ir.GluonOpBuilder.to_linear_layout`, so we never re-derive upstream's layout semantics.
+of a thread's register is the XOR of the bases of the set bits of the three indices.
+
+`#ttg.blocked` and `#ttg.slice` are converted here in Python (test/backend/test_layouts.py checks the
+result against libtriton's `GluonOpBuilder.to_linear_layout` over many parameters); other upstream
+encodings go through libtriton. Calling libtriton for every layout is avoided because its
+`to_linear_layout` binding leaks objects that nanobind reports at every interpreter exit, and it
+aborts the process on a non-power-of-two shape.
 """
 from __future__ import annotations
 
@@ -86,8 +90,7 @@ def _gf2_rank(vectors: List[int]) -> int:
 
 
 class LayoutService:
-    """Turns encodings into linear layouts. Owns a private MLIR context for libtriton's layout code and
-    caches every answer, so each (encoding, shape) pair crosses into C++ once per compilation."""
+    """Turns encodings into linear layouts, caching every answer for one compilation."""
 
     def __init__(self, num_warps: int):
         self.num_warps = num_warps
@@ -101,28 +104,85 @@ class LayoutService:
     def get(self, enc: Encoding, shape: Sequence[int]) -> LinearLayout:
         key = (enc, tuple(shape))
         if key not in self._cache:
-            custom = getattr(enc, "linear_layout", None)
-            if custom is not None:
-                self._cache[key] = custom(tuple(shape), self.num_warps)
-            else:
-                self._cache[key] = _from_libtriton(enc, tuple(shape))
+            self._cache[key] = layout_of(enc, tuple(shape), self.num_warps)
         return self._cache[key]
 
 
-def _from_libtriton(enc: Encoding, shape: Tuple[int, ...]) -> LinearLayout:
+def _log2(n: int) -> int:
+    if n <= 0 or n & (n - 1):
+        raise ValueError(f"layout dimension {n} is not a power of two")
+    return n.bit_length() - 1
+
+
+def _unit(rank: int, dim: int, value: int) -> Coord:
+    return tuple(value if d == dim else 0 for d in range(rank))
+
+
+def blocked_layout(enc: BlockedEncoding, shape: Tuple[int, ...]) -> LinearLayout:
+    """`#ttg.blocked` as a linear layout: per dimension (fastest first, as `order` says) the thread's own
+    elements, then lanes, then warps tile the tensor; a tile larger than the tensor replicates lanes and
+    warps (zero bases) and drops registers; a smaller one repeats over extra registers."""
+    rank = len(shape)
+    for n in shape:
+        _log2(n)
+    levels = (enc.size_per_thread, enc.threads_per_warp, enc.warps_per_cta)
+    bases: List[List[Coord]] = [[], [], []]
+    covered = [1] * rank
+    for lvl, sizes in enumerate(levels):
+        for d in enc.order:
+            for _ in range(_log2(sizes[d])):
+                value = covered[d]
+                covered[d] *= 2
+                if value >= shape[d]:
+                    if lvl > 0:
+                        bases[lvl].append((0, ) * rank)  # replicated across lanes / warps
+                    continue  # registers beyond the tensor are dropped
+                bases[lvl].append(_unit(rank, d, value))
+    for d in enc.order:
+        while covered[d] < shape[d]:
+            bases[0].append(_unit(rank, d, covered[d]))
+            covered[d] *= 2
+    return LinearLayout(tuple(shape), tuple(bases[0]), tuple(bases[1]), tuple(bases[2]))
+
+
+def slice_layout(parent: LinearLayout, dim: int) -> LinearLayout:
+    """`#ttg.slice`: the parent's layout for the shape with a unit dimension at `dim`, without that dim."""
+
+    def drop(c: Coord) -> Coord:
+        return c[:dim] + c[dim + 1:]
+
+    regs = tuple(drop(b) for b in parent.reg if any(drop(b)))
+    shape = drop(parent.shape)
+    return LinearLayout(shape, regs, tuple(drop(b) for b in parent.lane), tuple(drop(b) for b in parent.warp))
+
+
+def layout_of(enc: Encoding, shape: Tuple[int, ...], num_warps: int) -> LinearLayout:
+    if isinstance(enc, BlockedEncoding):
+        return blocked_layout(enc, shape)
+    if isinstance(enc, SliceEncoding):
+        parent_shape = shape[:enc.dim] + (1, ) + shape[enc.dim:]
+        return slice_layout(layout_of(enc.parent, parent_shape, num_warps), enc.dim)
+    if isinstance(enc, LinearEncoding):
+        return LinearLayout(tuple(shape), enc.register, enc.lane, enc.warp)
+    custom = getattr(enc, "linear_layout", None)
+    if custom is not None:
+        return custom(tuple(shape), num_warps)
+    return from_libtriton(enc, tuple(shape))
+
+
+def from_libtriton(enc: Encoding, shape: Tuple[int, ...]) -> LinearLayout:
+    """Ask libtriton for the linear layout of an upstream encoding we do not model ourselves.
+    (libtriton aborts the process on non-power-of-two shapes, hence the check first.)"""
+    for n in shape:
+        _log2(n)
     from triton._C.libtriton import gluon_ir, ir
     ctx = ir.context()
     ir.load_dialects(ctx)
     builder = gluon_ir.GluonOpBuilder(ctx)
-    try:
-        attr = _attr(builder, enc, shape)
-        ll = builder.to_linear_layout(attr, list(shape))
-        result = LinearLayout(tuple(shape), tuple(tuple(b) for b in ll.reg_bases),
-                              tuple(tuple(b) for b in ll.lane_bases), tuple(tuple(b) for b in ll.warp_bases))
-        del ll, attr
-    finally:
-        del builder, ctx
-    return result
+    attr = _attr(builder, enc, shape)
+    ll = builder.to_linear_layout(attr, list(shape))
+    return LinearLayout(tuple(shape), tuple(tuple(b) for b in ll.reg_bases), tuple(tuple(b) for b in ll.lane_bases),
+                        tuple(tuple(b) for b in ll.warp_bases))
 
 
 def _attr(builder, enc: Encoding, shape: Tuple[int, ...]):

@@ -273,7 +273,10 @@ class LocationTable:
             body = expr[len("callsite("):-1]
             at = find_top(body, " at ")
             callee, caller = self.resolve(body[:at]), self.resolve(body[at + 4:])
-            return callee if callee.file else caller
+            # Code inlined from Triton's own library (tl.sum, tl.max, ...) is reported at the user's call.
+            if not callee.file or "/triton/language/" in callee.file.replace("\\", "/"):
+                return Location(caller.file, caller.line, caller.col, callee.name or caller.name)
+            return callee
         if expr.startswith("fused"):
             start = expr.index("[")
             for part in split_top(expr[start + 1:expr.rindex("]")]):
