@@ -18,7 +18,16 @@ def declare_carried(em: FunctionEmitter, values: Sequence[Value], hints: Sequenc
 
 
 def assign(em: FunctionEmitter, dsts: Sequence[Lowered], srcs: Sequence[Lowered]) -> None:
-    """dst_i = src_i for all i, as if simultaneously."""
+    """dst_i = src_i for all i, as if simultaneously (temporaries only when a source is a destination)."""
+    dst_names = {d.name for d in dsts}
+    if not any(s.name in dst_names for s in srcs):
+        for d, s in zip(dsts, srcs):
+            if d.is_tensor:
+                with em.for_regs(d.regs) as r:
+                    em.emit(f"{d.name}[{r}] = {s.at(r)};")
+            else:
+                em.emit(f"{d.name} = {s.at(0)};")
+        return
     staged = []
     for d, s in zip(dsts, srcs):
         if d.is_tensor:
@@ -40,10 +49,15 @@ def assign(em: FunctionEmitter, dsts: Sequence[Lowered], srcs: Sequence[Lowered]
 
 
 def _lower_region_with_yield(em: FunctionEmitter, ops: Sequence[Op], targets: Sequence[Lowered]) -> None:
-    *body, term = ops
+    # MLIR does not print a `scf.yield` without operands, so a region may end without one.
+    has_yield = bool(ops) and ops[-1].name in ("scf.yield", "scf.condition")
+    body = ops[:-1] if has_yield else ops
     em.lower_block(body)
-    if term.name not in ("scf.yield", "scf.condition"):
-        raise em.error(f"unexpected region terminator {term.name}")
+    if not has_yield:
+        if targets:
+            raise em.error("region that produces values ends without scf.yield")
+        return
+    term = ops[-1]
     if targets:
         assign(em, targets, [em.get(v) for v in term.operands])
 

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs everything the apple backend needs on a Debian 12 machine: clang 22 for the emulator (apt),
+# the pinned Triton and PyTorch wheels, the test tools, and this package (pip).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SUDO=""
+if [ "$(id -u)" != "0" ]; then SUDO="sudo"; fi
+
+if ! command -v clang++-22 >/dev/null 2>&1 || [ ! -d /usr/lib/llvm-22/lib/clang/22/lib ]; then
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq clang-22 libclang-rt-22-dev >/dev/null
+fi
+
+python -m pip install -q "torch==2.13.0" "triton==3.9.0" "numpy" "pytest>=8" "pytest-xdist" "hypothesis>=6"
+python -m pip install -q --no-deps --force-reinstall .
+python -c "import triton; assert 'apple' in triton.backends.backends, triton.backends.backends.keys(); print('triton backends:', sorted(triton.backends.backends))"

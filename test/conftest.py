@@ -1,0 +1,26 @@
+"""Shared fixtures: compile kernels for the apple target and run them on the emulator."""
+import os
+
+import pytest
+
+os.environ.setdefault("TRITON_APPLE_DEVICE", "emulator")
+
+
+def compile_for_apple(fn, signature: dict, constexprs: dict = None, num_warps: int = 4, family: str = "apple7",
+                      **options):
+    """Compile `fn` for the apple target without launching it; returns triton's CompiledKernel."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    names = list(signature)
+    consts = {(names.index(k), ): v for k, v in (constexprs or {}).items()}
+    sig = dict(signature)
+    for k in (constexprs or {}):
+        sig[k] = "constexpr"
+    src = ASTSource(fn, sig, consts)
+    return triton.compile(src, target=GPUTarget("metal", family, 32), options={"num_warps": num_warps, **options})
+
+
+@pytest.fixture
+def apple_compile():
+    return compile_for_apple

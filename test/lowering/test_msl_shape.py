@@ -1,0 +1,88 @@
+"""FileCheck tests pinning the shape of the emitted MSL."""
+import pytest
+import triton
+import triton.language as tl
+from triton._filecheck import run_filecheck
+
+from conftest import compile_for_apple
+
+
+def msl(kernel) -> str:
+    return kernel.asm["msl"].decode()
+
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    y = tl.load(y_ptr + offs, mask=mask, other=0.0)
+    tl.store(out_ptr + offs, x + y, mask=mask)
+
+
+@triton.jit
+def row_sum_kernel(x_ptr, out_ptr, N: tl.constexpr):
+    cols = tl.arange(0, N)
+    x = tl.load(x_ptr + tl.program_id(0) * N + cols)
+    tl.store(out_ptr + tl.program_id(0), tl.sum(x, axis=0))
+
+
+def test_vector_add_signature_and_masked_load():
+    k = compile_for_apple(add_kernel, {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32",
+                                       "BLOCK": "constexpr"}, {"BLOCK": 1024})
+    run_filecheck("add", msl(k), r"""
+CHECK: #pragma METAL fp math_mode(safe)
+CHECK: kernel void add_kernel(
+CHECK-NEXT: device float* x_ptr {{\[\[}}buffer(0){{\]\]}},
+CHECK-NEXT: device float* y_ptr {{\[\[}}buffer(1){{\]\]}},
+CHECK-NEXT: device float* out_ptr {{\[\[}}buffer(2){{\]\]}},
+CHECK-NEXT: constant int& n {{\[\[}}buffer(3){{\]\]}},
+CHECK: const int pid = int(tt_pid.x);
+CHECK: bool mask{{.*}}[8];
+CHECK: = mask{{.*}}[r] ? *x{{.*}}[r] : float(0);
+CHECK: if (mask{{.*}}[r]) {
+CHECK-NEXT: *{{.*}}[r] = {{.*}}[r];
+""")
+    assert k.metadata.name == "add_kernel"
+    assert k.metadata.shared == 0
+
+
+def test_fast_math_is_explicit_opt_in():
+    k = compile_for_apple(add_kernel, {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32",
+                                       "BLOCK": "constexpr"}, {"BLOCK": 128}, fast_math=True)
+    assert "#pragma METAL fp math_mode(fast)" in msl(k)
+
+
+def test_reduction_uses_simd_shuffles_then_threadgroup_memory():
+    k = compile_for_apple(row_sum_kernel, {"x_ptr": "*fp32", "out_ptr": "*fp32", "N": "constexpr"}, {"N": 1024})
+    run_filecheck("rowsum", msl(k), r"""
+CHECK: static inline void row_sum_kernel_combine_{{.*}}(thread float& acc0, float other0)
+CHECK: kernel void row_sum_kernel(
+CHECK: TT_THREADGROUP_BUFFER(tt_smem, 16);
+CHECK: tt_shuffle_xor({{.*}}, ushort(1));
+CHECK: tt_shuffle_xor({{.*}}, ushort(16));
+CHECK: threadgroup_barrier(mem_flags::mem_threadgroup);
+CHECK: threadgroup float* {{.*}} = (threadgroup float*)(tt_smem + 0);
+CHECK: if (tt_tid == 0) {
+""")
+    assert k.metadata.shared == 16
+
+
+def test_num_warps_one_needs_no_threadgroup_memory_for_reduce():
+    k = compile_for_apple(row_sum_kernel, {"x_ptr": "*fp32", "out_ptr": "*fp32", "N": "constexpr"}, {"N": 64},
+                          num_warps=1)
+    assert "threadgroup_barrier" not in msl(k)
+
+
+@pytest.mark.parametrize("nw", [0, 3, 64])
+def test_bad_num_warps_is_refused(nw):
+    with pytest.raises(ValueError, match="num_warps"):
+        compile_for_apple(add_kernel, {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32",
+                                       "BLOCK": "constexpr"}, {"BLOCK": 128}, num_warps=nw)
+
+
+def test_num_ctas_is_refused():
+    with pytest.raises(ValueError, match="num_ctas"):
+        compile_for_apple(add_kernel, {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32",
+                                       "BLOCK": "constexpr"}, {"BLOCK": 128}, num_ctas=2)
