@@ -624,8 +624,14 @@ class ModuleParser:
             attrs.update(parse_attr_dict(s, self.aliases))
             head_wo_attrs = head_wo_attrs[:i] + " " + head_wo_attrs[grp.pos:]
         words = head_wo_attrs.replace(",", " ").split()
-        if words and not words[0].startswith(("%", "(", "@", "\x00")):
-            attrs.setdefault("_keyword", words[0])
+        leading = []
+        for w in words:
+            if w.startswith(("%", "(", "@", "\x00", "[", "{", "<")):
+                break
+            leading.append(w)
+        if leading:
+            attrs.setdefault("_keyword", leading[0])
+            attrs.setdefault("_words", leading)
         m = re.search(r"@([A-Za-z0-9_$.]+)", head_wo_attrs)
         if m:
             attrs["callee"] = m.group(1)

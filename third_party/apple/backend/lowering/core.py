@@ -127,6 +127,7 @@ class KernelContext:
         self.extra_scratch = 0  # bytes of our own scratch beyond upstream's allocation
         self.upstream_shared = int(module.attrs.get("ttg.shared", 0))
         self.line_map: List[tuple] = []  # (msl line index in body, Location, op name)
+        self.used_values: set = set()  # ids of values that some op reads
 
     def add_helper(self, name: str, text: str) -> None:
         if name not in self.helper_names:

@@ -70,6 +70,7 @@ class _ModuleContext(KernelContext):
         super().__init__(module, options, layouts)
         self.function_names: Dict[str, str] = {}
         self._helper_counter: Dict[str, int] = {}
+        self.used_values = {id(v) for f in module.functions for op in f.walk() for v in op.operands}
 
     def scratch_offset(self, op: Op, nbytes: int) -> int:
         """Offset in `tt_smem` of scratch space for `op`: upstream's allocation when it is big enough,

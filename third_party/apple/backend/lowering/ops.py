@@ -1,2 +1,3 @@
 """Imports every op-family module so that their `@lowers` registrations take effect."""
-from . import control_flow_ops, elementwise_ops, memory_ops, reduce_ops, tensor_ops  # noqa: F401
+from . import (atomic_ops, control_flow_ops, elementwise_ops, extern_ops, memory_ops,  # noqa: F401
+               reduce_ops, scan_ops, tensor_ops)

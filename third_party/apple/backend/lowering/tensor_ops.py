@@ -268,3 +268,164 @@ def _reshape(em: FunctionEmitter, op: Op) -> None:
         return tuple((idx // s) % n for s, n in zip(src_strides, src_shape))
 
     _relayout(em, op, project, dst_strides)
+
+
+@lowers("tt.trans")
+def _trans(em: FunctionEmitter, op: Op) -> None:
+    order = [int(x) for x in op.attrs["order"]]
+    src_strides = row_major_strides(op.operands[0].type.shape)
+
+    def project(c: Coord) -> Coord:
+        src = [0] * len(c)
+        for i, o in enumerate(order):
+            src[o] = c[i]
+        return tuple(src)
+
+    _relayout(em, op, project, [src_strides[o] for o in order])
+
+
+def _pair_bit(lay: LinearLayout) -> int:
+    """The register bit whose basis is the unit vector of the last (size-2) dimension, or -1."""
+    unit = tuple(0 for _ in lay.shape[:-1]) + (1, )
+    for i, b in enumerate(lay.reg):
+        if b == unit:
+            return i
+    return -1
+
+
+def _without_reg_bit(lay: LinearLayout, bit: int, drop_last: bool) -> LinearLayout:
+    def d(c):
+        return c[:-1] if drop_last else c
+
+    regs = tuple(d(b) for i, b in enumerate(lay.reg) if i != bit)
+    shape = lay.shape[:-1] if drop_last else lay.shape
+    return LinearLayout(shape, regs, tuple(d(b) for b in lay.lane), tuple(d(b) for b in lay.warp))
+
+
+def _compress(r: str, bit: int) -> str:
+    """Register index `r` with bit `bit` removed."""
+    low = (1 << bit) - 1
+    if bit == 0:
+        return f"({r} >> 1)"
+    return f"((({r} >> {bit + 1}) << {bit}) | ({r} & {low}))"
+
+
+@lowers("tt.join")
+def _join(em: FunctionEmitter, op: Op) -> None:
+    a, b = (em.get(v) for v in op.operands)
+    dst = em.layout(op.result.type)
+    bit = _pair_bit(dst)
+    sub = _without_reg_bit(dst, bit, True) if bit >= 0 else None
+    ref = a if not a.uniform else b
+    mapping = local_register_map(sub, ref.layout, lambda c: c) if sub is not None and not ref.uniform else None
+    if bit < 0 or any(x[-1] for x in dst.lane + dst.warp) or (mapping is None and not ref.uniform):
+        raise em.error("tt.join into a layout that splits the joined dimension across threads is not supported")
+    out = em.declare(op.result)
+    with em.for_regs(out.regs) as r:
+        inner = _compress(r, bit) if out.regs > 1 else "0"
+        src_idx = linear_expr(inner, mapping) if mapping else "0"
+        em.emit(f"{out.at(r)} = (({r} >> {bit}) & 1) ? {b.at(src_idx)} : {a.at(src_idx)};")
+
+
+@lowers("tt.split")
+def _split(em: FunctionEmitter, op: Op) -> None:
+    src = em.get(op.operands[0])
+    lay = src.layout
+    bit = _pair_bit(lay)
+    if bit < 0 or any(x[-1] for x in lay.lane + lay.warp):
+        raise em.error("tt.split of a layout that splits the last dimension across threads is not supported")
+    sub = _without_reg_bit(lay, bit, True)
+    for half, res in enumerate(op.results):
+        dst = em.layout(res.type)
+        mapping = local_register_map(dst, sub, lambda c: c)
+        if mapping is None:
+            raise em.error("tt.split result layout does not match its operand")
+        out = em.declare(res)
+        with em.for_regs(out.regs) as r:
+            inner = linear_expr(r, mapping) if out.regs > 1 else "0"
+            # re-insert the pair bit into the compressed register index
+            low = (1 << bit) - 1
+            full = f"(((({inner}) >> {bit}) << {bit + 1}) | (({inner}) & {low}) | {half << bit})"
+            em.emit(f"{out.at(r)} = {src.at(full)};")
+
+
+@lowers("tt.cat")
+def _cat(em: FunctionEmitter, op: Op) -> None:
+    a_v, b_v = op.operands
+    a, b = em.get(a_v), em.get(b_v)
+    ty_a: TensorType = a_v.type
+    ct = smem_ctype(em, ty_a)
+    res_ty: TensorType = op.result.type
+    buf = smem_pointer(em, op, ct, res_ty.numel * em.ctx.elem_bytes(res_ty.element))
+    strides = row_major_strides(res_ty.shape)
+    for src, v, base in ((a, a_v, 0), (b, b_v, ty_a.numel)):
+        if src.uniform:
+            lay = em.layout(v.type)
+            src = Lowered(src.name, src.ctype, lay.num_regs, True, lay)
+        shifted = f"{buf} + {base}" if base else buf
+        store_registers(em, src, f"({shifted})", row_major_strides(v.type.shape))
+    em.emit("threadgroup_barrier(mem_flags::mem_threadgroup);")
+    out = em.declare(op.result)
+    with em.for_regs(out.regs) as r:
+        em.emit(f"{out.at(r)} = {buf}[{index_expr(em, out.layout, r, strides)}];")
+
+
+@lowers("tt.gather")
+def _gather(em: FunctionEmitter, op: Op) -> None:
+    src_v, idx_v = op.operands
+    axis = int(op.attrs["axis"])
+    src = em.get(src_v)
+    idx = em.get(idx_v)
+    src_ty: TensorType = src_v.type
+    ct = smem_ctype(em, src_ty)
+    buf = smem_pointer(em, op, ct, src_ty.numel * em.ctx.elem_bytes(src_ty.element))
+    if src.uniform:
+        lay = em.layout(src_ty)
+        src = Lowered(src.name, src.ctype, lay.num_regs, True, lay)
+    src_strides = row_major_strides(src_ty.shape)
+    store_registers(em, src, buf, src_strides)
+    em.emit("threadgroup_barrier(mem_flags::mem_threadgroup);")
+    out = em.declare(op.result)
+    strides = list(src_strides)
+    strides[axis] = 0
+    with em.for_regs(out.regs) as r:
+        other = index_expr(em, out.layout, r, strides)
+        em.emit(f"{out.at(r)} = {buf}[{other} + int({idx.at(r)}) * {src_strides[axis]}];")
+
+
+@lowers("tt.histogram")
+def _histogram(em: FunctionEmitter, op: Op) -> None:
+    src_v = op.operands[0]
+    src = em.get(src_v)
+    mask = em.get(op.operands[1]) if len(op.operands) > 1 else None
+    res_ty: TensorType = op.result.type
+    bins = res_ty.shape[0]
+    offset = em.ctx.scratch_offset(op, bins * 4)
+    buf = em.temp("hist_smem")
+    em.emit("threadgroup_barrier(mem_flags::mem_threadgroup);")
+    em.emit(f"threadgroup atomic_int* {buf} = (threadgroup atomic_int*)(tt_smem + {offset});")
+    em.open(f"for (uint b = tt_tid; b < {bins}; b += {em.ctx.module.num_warps * 32})")
+    em.emit(f"atomic_store_explicit(&{buf}[b], 0, memory_order_relaxed);")
+    em.close()
+    em.emit("threadgroup_barrier(mem_flags::mem_threadgroup);")
+    lay = em.layout(src_v.type)
+    own = em.owner_predicate(lay)
+    free = lay.free_reg_mask()
+    if own:
+        em.open(f"if ({own})")
+    with em.for_regs(lay.num_regs) as r:
+        conds = [f"uint({src.at(r)}) < {bins}u"]
+        if free:
+            conds.insert(0, f"({r} & {free}) == 0")
+        if mask is not None:
+            conds.append(mask.at(r))
+        em.open(f"if ({' && '.join(conds)})")
+        em.emit(f"atomic_fetch_add_explicit(&{buf}[{src.at(r)}], 1, memory_order_relaxed);")
+        em.close()
+    if own:
+        em.close()
+    em.emit("threadgroup_barrier(mem_flags::mem_threadgroup);")
+    out = em.declare(op.result)
+    with em.for_regs(out.regs) as r:
+        em.emit(f"{out.at(r)} = atomic_load_explicit(&{buf}[{em.coord_expr(out.layout, 0, r)}], "
+                "memory_order_relaxed);")

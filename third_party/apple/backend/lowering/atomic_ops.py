@@ -1,0 +1,162 @@
+"""Lowering of `tt.atomic_rmw` and `tt.atomic_cas` onto Metal's atomics.
+
+Metal offers only relaxed atomics, on 32-bit integers (device and threadgroup memory) and 32-bit floats
+(add/sub/exchange, device memory). Triton's acquire/release semantics are built from relaxed atomics plus
+device-scope fences around them. Each element's atomic is performed by exactly one thread (the owner);
+when the result is used and the layout replicates elements, the owner shares it through threadgroup
+memory. Float compare-and-swap compares bit patterns, as Triton's does (a float CAS loop would spin
+forever on NaN).
+"""
+from __future__ import annotations
+
+from typing import List
+
+from ..ir import Op
+from ..ir.types import ScalarType, TensorType
+from .core import FunctionEmitter, Lowered, elem_type, is_tensor, lowers
+from .tensor_ops import row_major_strides, index_expr
+
+_RMW = {
+    "add": "atomic_fetch_add_explicit", "fadd": "atomic_fetch_add_explicit", "and": "atomic_fetch_and_explicit",
+    "or": "atomic_fetch_or_explicit", "xor": "atomic_fetch_xor_explicit", "max": "atomic_fetch_max_explicit",
+    "min": "atomic_fetch_min_explicit", "umax": "atomic_fetch_max_explicit", "umin": "atomic_fetch_min_explicit",
+    "exch": "atomic_exchange_explicit", "xchg": "atomic_exchange_explicit"
+}
+_UNSIGNED = {"umax", "umin"}
+_FENCE = "atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);"
+
+
+def _sem(op: Op) -> str:
+    for w in op.attrs.get("_words", []):
+        if w in ("relaxed", "acquire", "release", "acq_rel", "monotonic"):
+            return w
+    return str(op.attrs.get("sem", "acq_rel")).split()[-1]
+
+
+def _atomic_type(em: FunctionEmitter, op: Op, kind: str, ty: ScalarType) -> tuple:
+    """(MSL atomic type, MSL value type) for an RMW `kind` on element type `ty`, or a clear refusal."""
+    if ty.name == "f32":
+        if kind in ("fadd", "exch", "xchg"):
+            return "atomic_float", "float"
+        raise em.error(f"atomic {kind} on float32 is not supported by Metal")
+    if ty.name in ("i32", ):
+        if kind in _UNSIGNED:
+            return "atomic_uint", "uint"
+        return "atomic_int", "int"
+    if ty.name in ("f16", "bf16"):
+        raise em.error(f"atomic {kind} on {ty.name} is not supported: Metal has no 16-bit atomics; "
+                       "accumulate in float32 instead")
+    raise em.error(f"atomic {kind} on {ty.name} is not supported: Metal atomics are 32-bit "
+                   "(64-bit atomics exist only as ulong min/max on Apple9 and are not used yet)")
+
+
+def _emit_per_owned_element(em: FunctionEmitter, op: Op, body) -> List[Lowered]:
+    """Run `body(r, results)` for each element this thread owns; returns the result values, shared with
+    every thread that holds the element when the layout replicates it."""
+    res = op.results[0] if op.results else None
+    tensor = is_tensor(op.operands[0])
+    lay = em.layout(op.operands[0].type) if tensor else None
+    out = em.declare(res) if res is not None else None
+    R = lay.num_regs if lay else 1
+    own = em.owner_predicate(lay)
+    free = lay.free_reg_mask() if lay else 0
+    if own:
+        em.open(f"if ({own})")
+    with em.for_regs(R) as r:
+        if free:
+            em.open(f"if (({r} & {free}) == 0)")
+        body(r, out)
+        if free:
+            em.close()
+    if own:
+        em.close()
+    used = res is not None and id(res) in em.ctx.used_values
+    replicated = own or free
+    if used and replicated:
+        ty = res.type
+        ct = out.ctype
+        numel = ty.numel if tensor else 1
+        offset = em.ctx.scratch_offset(op, numel * em.ctx.elem_bytes(elem_type(res)))
+        buf = em.temp("atomic_smem")
+        em.emit("threadgroup_barrier(mem_flags::mem_threadgroup);")
+        em.emit(f"threadgroup {ct}* {buf} = (threadgroup {ct}*)(tt_smem + {offset});")
+        strides = row_major_strides(ty.shape) if tensor else []
+        if own:
+            em.open(f"if ({own})")
+        with em.for_regs(R) as r:
+            idx = index_expr(em, lay, r, strides) if tensor else "0"
+            if free:
+                em.open(f"if (({r} & {free}) == 0)")
+            em.emit(f"{buf}[{idx}] = {out.at(r)};")
+            if free:
+                em.close()
+        if own:
+            em.close()
+        em.emit("threadgroup_barrier(mem_flags::mem_threadgroup);")
+        with em.for_regs(R) as r:
+            idx = index_expr(em, lay, r, strides) if tensor else "0"
+            em.emit(f"{out.at(r)} = {buf}[{idx}];")
+    return out
+
+
+@lowers("tt.atomic_rmw")
+def _atomic_rmw(em: FunctionEmitter, op: Op) -> None:
+    kind = op.attrs.get("_keyword", "")
+    if kind not in _RMW:
+        raise em.error(f"atomic operation {kind!r} is not supported")
+    ty = elem_type(op.operands[1])
+    atype, vtype = _atomic_type(em, op, kind, ty)
+    ptr, val = em.get(op.operands[0]), em.get(op.operands[1])
+    mask = em.get(op.operands[2]) if len(op.operands) > 2 else None
+    sem = _sem(op)
+    fn = _RMW[kind]
+    if sem in ("release", "acq_rel"):
+        em.emit(_FENCE)
+
+    def body(r, out):
+        if mask is not None:
+            em.open(f"if ({mask.at(r)})")
+        value = val.at(r) if vtype == em.ctype(ty) else f"{vtype}({val.at(r)})"
+        call = f"{fn}((device {atype}*){ptr.at(r)}, {value}, memory_order_relaxed)"
+        if out is not None:
+            em.emit(f"{out.at(r)} = {out.ctype}({call});")
+        else:
+            em.emit(f"{call};")
+        if mask is not None:
+            if out is not None:
+                em.close("} else {")
+                em.indent += 1
+                em.emit(f"{out.at(r)} = {out.ctype}(0);")
+            em.close()
+
+    _emit_per_owned_element(em, op, body)
+    if sem in ("acquire", "acq_rel"):
+        em.emit(_FENCE)
+
+
+@lowers("tt.atomic_cas")
+def _atomic_cas(em: FunctionEmitter, op: Op) -> None:
+    ty = elem_type(op.operands[1])
+    if ty.name not in ("i32", "f32"):
+        raise em.error(f"atomic_cas on {ty.name} is not supported: Metal compare-and-swap is 32-bit")
+    ptr, cmp, val = (em.get(v) for v in op.operands[:3])
+    sem = _sem(op)
+    if sem in ("release", "acq_rel"):
+        em.emit(_FENCE)
+    bits = ty.name == "f32"
+
+    def body(r, out):
+        exp = em.temp("expected")
+        c = f"as_type<uint>({cmp.at(r)})" if bits else cmp.at(r)
+        v = f"as_type<uint>({val.at(r)})" if bits else val.at(r)
+        at = "atomic_uint" if bits else "atomic_int"
+        vt = "uint" if bits else "int"
+        em.emit(f"{vt} {exp} = {c};")
+        em.open(f"while (!atomic_compare_exchange_weak_explicit((device {at}*){ptr.at(r)}, &{exp}, {v}, "
+                f"memory_order_relaxed, memory_order_relaxed) && {exp} == {c})")
+        em.close()
+        em.emit(f"{out.at(r)} = {'as_type<float>(' + exp + ')' if bits else exp};")
+
+    _emit_per_owned_element(em, op, body)
+    if sem in ("acquire", "acq_rel"):
+        em.emit(_FENCE)

@@ -1,0 +1,129 @@
+"""Lowering of `tt.scan` (inclusive prefix scans with any combine region, any axis, `reverse`).
+
+When the layout keeps every line along the scan axis inside one thread, the scan is a sequential pass over
+registers in coordinate order. Otherwise the lines are spread over lanes or warps and the scan runs as a
+Hillis-Steele ladder over threadgroup memory: log2(length) steps, each combining every element with the
+one `d` positions earlier. Both preserve the operand order the combine region sees (earlier element first),
+so non-commutative combines scan correctly.
+"""
+from __future__ import annotations
+
+from typing import List
+
+from ..ir import Op
+from ..ir.types import TensorType
+from .core import FunctionEmitter, Lowered, elem_type, linear_expr, lowers
+from .reduce_ops import emit_combine_function
+from .tensor_ops import index_expr, row_major_strides
+
+
+def _combine_into(em: FunctionEmitter, combine: str, ctypes: List[str], earlier: List[str], later: List[str],
+                  out: List[str]) -> None:
+    """out_i = earlier ⊕ later, written so that `out` may alias `later`."""
+    temps = []
+    for ct, e in zip(ctypes, earlier):
+        t = em.temp("scan")
+        em.emit(f"{ct} {t} = {e};")
+        temps.append(t)
+    em.emit(f"{combine}({', '.join(temps + list(later))});")
+    for o, t in zip(out, temps):
+        em.emit(f"{o} = {t};")
+
+
+@lowers("tt.scan")
+def _scan(em: FunctionEmitter, op: Op) -> None:
+    axis = int(op.attrs["axis"])
+    reverse = bool(op.attrs.get("reverse", False))
+    ty: TensorType = op.operands[0].type
+    lay = em.layout(ty)
+    srcs = [em.get(v) for v in op.operands]
+    ctypes = [s.ctype for s in srcs]
+    combine = emit_combine_function(em, op, op.results[0].name)
+    outs = [em.declare(r) for r in op.results]
+    R = lay.num_regs
+    for o, s in zip(outs, srcs):
+        with em.for_regs(R) as r:
+            em.emit(f"{o.at(r)} = {s.at(r)};")
+    length = ty.shape[axis]
+    if length == 1:
+        return
+    spread = any(b[axis] for b in lay.lane + lay.warp)
+    if not spread:
+        _scan_in_registers(em, op, lay, axis, reverse, combine, ctypes, outs)
+    else:
+        _scan_through_smem(em, op, ty, lay, axis, reverse, combine, ctypes, outs)
+
+
+def _scan_in_registers(em, op, lay, axis, reverse, combine, ctypes, outs) -> None:
+    """Every thread holds whole lines: walk each line's registers in coordinate order."""
+    lines = {}
+    for r in range(lay.num_regs):
+        c = lay.reg_coord(r)
+        key = c[:axis] + c[axis + 1:]
+        lines.setdefault(key, {})
+        lines[key].setdefault(c[axis], r)  # duplicates of an element keep the first register
+    dup = {}
+    for r in range(lay.num_regs):
+        c = lay.reg_coord(r)
+        first = lines[c[:axis] + c[axis + 1:]][c[axis]]
+        if first != r:
+            dup[r] = first
+    for key, by_pos in lines.items():
+        order = [by_pos[p] for p in sorted(by_pos, reverse=reverse)]
+        for prev, cur in zip(order, order[1:]):
+            _combine_into(em, combine, ctypes, [o.at(prev) for o in outs], [o.at(cur) for o in outs],
+                          [o.at(cur) for o in outs])
+    for r, first in sorted(dup.items()):
+        for o in outs:
+            em.emit(f"{o.at(r)} = {o.at(first)};")
+
+
+def _scan_through_smem(em, op, ty, lay, axis, reverse, combine, ctypes, outs) -> None:
+    strides = row_major_strides(ty.shape)
+    length = ty.shape[axis]
+    sizes = [ty.numel * em.ctx.elem_bytes(elem_type(v)) for v in op.operands]
+    offs, total = [], 0
+    for s in sizes:
+        offs.append(total)
+        total += (s + 15) // 16 * 16
+    base = em.ctx.scratch_offset(op, total)
+    em.emit("threadgroup_barrier(mem_flags::mem_threadgroup);")
+    bufs = []
+    for o, ct in zip(offs, ctypes):
+        b = em.temp("scan_smem")
+        em.emit(f"threadgroup {ct}* {b} = (threadgroup {ct}*)(tt_smem + {base + o});")
+        bufs.append(b)
+    R = lay.num_regs
+    idx_name, pos_name = em.temp("scan_idx"), em.temp("scan_pos")
+    em.emit(f"uint {idx_name}[{R}];")
+    em.emit(f"uint {pos_name}[{R}];")
+    with em.for_regs(R) as r:
+        em.emit(f"{idx_name}[{r}] = {index_expr(em, lay, r, strides)};")
+        pos = em.coord_expr(lay, axis, r)
+        em.emit(f"{pos_name}[{r}] = {length - 1} - ({pos});" if reverse else f"{pos_name}[{r}] = {pos};")
+        for b, o in zip(bufs, outs):
+            em.emit(f"{b}[{idx_name}[{r}]] = {o.at(r)};")
+    em.emit("threadgroup_barrier(mem_flags::mem_threadgroup);")
+    step = strides[axis]
+    em.open(f"for (uint d = 1; d < {length}; d <<= 1)")
+    prevs = []
+    for ct in ctypes:
+        p = em.temp("scan_prev")
+        em.emit(f"{ct} {p}[{R}];")
+        prevs.append(p)
+    with em.for_regs(R) as r:
+        em.open(f"if ({pos_name}[{r}] >= d)")
+        neighbour = f"{idx_name}[{r}] + d * {step}" if reverse else f"{idx_name}[{r}] - d * {step}"
+        for p, b in zip(prevs, bufs):
+            em.emit(f"{p}[{r}] = {b}[{neighbour}];")
+        em.close()
+    em.emit("threadgroup_barrier(mem_flags::mem_threadgroup);")
+    with em.for_regs(R) as r:
+        em.open(f"if ({pos_name}[{r}] >= d)")
+        _combine_into(em, combine, ctypes, [f"{p}[{r}]" for p in prevs], [o.at(r) for o in outs],
+                      [o.at(r) for o in outs])
+        for b, o in zip(bufs, outs):
+            em.emit(f"{b}[{idx_name}[{r}]] = {o.at(r)};")
+        em.close()
+    em.emit("threadgroup_barrier(mem_flags::mem_threadgroup);")
+    em.close()
