@@ -1,9 +1,14 @@
-"""Shared fixtures: compile kernels for the apple target and run them on the emulator."""
+"""Shared fixtures: compile kernels for the apple target and run them on the emulator (or a Mac's GPU)."""
 import os
 
 import pytest
 
 os.environ.setdefault("TRITON_APPLE_DEVICE", "emulator")
+
+
+def device_name() -> str:
+    from triton.backends.apple.driver import device_mode
+    return "mps" if device_mode() == "metal" else "cpu"
 
 
 def compile_for_apple(fn, signature: dict, constexprs: dict = None, num_warps: int = 4, family: str = "apple7",
@@ -19,6 +24,11 @@ def compile_for_apple(fn, signature: dict, constexprs: dict = None, num_warps: i
         sig[k] = "constexpr"
     src = ASTSource(fn, sig, consts)
     return triton.compile(src, target=GPUTarget("metal", family, 32), options={"num_warps": num_warps, **options})
+
+
+@pytest.fixture
+def device():
+    return device_name()
 
 
 @pytest.fixture
