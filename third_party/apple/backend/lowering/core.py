@@ -79,17 +79,15 @@ class Lowered:
 
 def linear_expr(var: str, values: Sequence[int]) -> str:
     """MSL for the XOR-linear map `x -> XOR_i (bit i of x ? values[i] : 0)` applied to `var`."""
+    v = var if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*|\d+", var) else f"({var})"
     terms = []
     for first, count, shift in bit_runs(tuple(values)):
+        base = f"{v} >> {first}" if first else v
         if count == 0:
-            terms.append(f"((({var}) >> {first}) & 1) * {shift}")
+            terms.append(f"(({base} & 1) * {shift})")
             continue
-        mask = (1 << count) - 1
-        t = f"({var}) >> {first}" if first else f"{var}"
-        t = f"(({t}) & {mask})"
-        if shift:
-            t = f"({t} << {shift})"
-        terms.append(t)
+        masked = f"({base} & {(1 << count) - 1})"
+        terms.append(f"({masked} << {shift})" if shift else masked)
     if not terms:
         return "0"
     return " ^ ".join(terms)
@@ -152,6 +150,7 @@ class FunctionEmitter:
         self.names: set = set()
         self.current_op: Optional[Op] = None
         self._counter = 0
+        self.axis = None  # AxisInfoAnalysis of the function being lowered
 
     # -- names and values ------------------------------------------------------------------------
 
@@ -265,16 +264,10 @@ class FunctionEmitter:
 
     def coord_expr(self, lay: LinearLayout, dim: int, reg: str) -> str:
         """MSL expression of dimension `dim` of the coordinate held in register `reg` of this thread."""
-        parts = []
-        r = linear_expr(reg, [b[dim] for b in lay.reg])
-        l = linear_expr("tt_lane", [b[dim] for b in lay.lane])
-        w = linear_expr("tt_warp", [b[dim] for b in lay.warp])
-        for p in (r, l, w):
-            if p != "0":
-                parts.append(f"({p})" if " " in p else p)
-        if not parts:
-            return "0"
-        return " ^ ".join(parts)
+        parts = [linear_expr(reg, [b[dim] for b in lay.reg]), linear_expr("tt_lane", [b[dim] for b in lay.lane]),
+                 linear_expr("tt_warp", [b[dim] for b in lay.warp])]
+        parts = [p for p in parts if p != "0"]
+        return " ^ ".join(parts) if parts else "0"
 
     def owner_predicate(self, lay: Optional[LinearLayout]) -> str:
         """Condition true on exactly one thread among those holding the same elements of `lay` (for

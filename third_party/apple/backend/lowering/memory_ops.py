@@ -1,14 +1,34 @@
-"""Lowering of global memory ops: `tt.addptr`, `tt.load`, `tt.store`, `tt.int_to_ptr`/`ptr_to_int`.
+"""Lowering of global memory ops: `tt.addptr`, `tt.load`, `tt.store`.
 
 A masked-off lane never touches memory (the emulator's bounds check would report it, and on the GPU
 it could fault). Stores of elements that the layout replicates over registers, lanes or warps are done
-by exactly one owner, so a store never races with itself.
+by exactly one owner, so a store never races with itself. When axis info proves that a thread's run of
+V registers is V consecutive, aligned elements under one mask value, the run moves as one vector access
+(up to 16 bytes, e.g. `float4`).
 """
 from __future__ import annotations
 
+from ..analysis.axis_info import vector_width
 from ..ir import Op
 from .core import FunctionEmitter, Lowered, elem_type, is_tensor, lowers
 from .elementwise_ops import elementwise
+
+_VECTOR_TYPES = {"float", "half", "bfloat", "int", "uint", "short", "ushort", "char", "uchar", "long", "ulong"}
+
+
+def access_width(em: FunctionEmitter, op: Op, mask_index: int) -> int:
+    """Vector width for the tensor access `op` (1 when nothing wider is provably safe)."""
+    ptr_v = op.operands[0]
+    ptr = em.get(ptr_v)
+    if not ptr.is_tensor or ptr.uniform or em.axis is None:
+        return 1
+    ct = em.ctype(elem_type(ptr_v).pointee)
+    if ct not in _VECTOR_TYPES:
+        return 1
+    mask_v = op.operands[mask_index] if len(op.operands) > mask_index else None
+    elem_bytes = em.ctx.elem_bytes(elem_type(ptr_v).pointee)
+    v = vector_width(em.axis, ptr_v, mask_v, ptr.layout, elem_bytes)
+    return v if ptr.regs % v == 0 else 1
 
 
 @lowers("tt.addptr")
@@ -18,11 +38,14 @@ def _addptr(em: FunctionEmitter, op: Op) -> None:
 
 @lowers("tt.load")
 def _load(em: FunctionEmitter, op: Op) -> None:
-    ptr = op.operands[0]
     mask = op.operands[1] if len(op.operands) > 1 else None
     other = op.operands[2] if len(op.operands) > 2 else None
     ct = em.ctype(elem_type(op.result))
     default = f"{ct}(0)"
+    width = access_width(em, op, 1)
+    if width > 1:
+        _vector_load(em, op, width, ct)
+        return
 
     def make(a):
         if mask is None:
@@ -31,6 +54,31 @@ def _load(em: FunctionEmitter, op: Op) -> None:
         return f"{a[1]} ? *{a[0]} : {fallback}"
 
     elementwise(em, op, make)
+
+
+def _vector_load(em: FunctionEmitter, op: Op, width: int, ct: str) -> None:
+    ptr = em.get(op.operands[0])
+    mask = em.get(op.operands[1]) if len(op.operands) > 1 else None
+    other = em.get(op.operands[2]) if len(op.operands) > 2 else None
+    out = em.declare(op.result)
+    vt = f"{ct}{width}"
+    em.open(f"for (uint g = 0; g < {out.regs // width}; ++g)")
+    em.emit(f"const uint r = {width} * g;")
+    if mask is not None:
+        em.open(f"if ({mask.at('r')})")
+    vec = em.temp("vec")
+    em.emit(f"const {vt} {vec} = *(device const {vt}*){ptr.at('r')};")
+    em.open(f"for (uint j = 0; j < {width}; ++j)")
+    em.emit(f"{out.name}[r + j] = {vec}[j];")
+    em.close()
+    if mask is not None:
+        em.close("} else {")
+        em.indent += 1
+        em.open(f"for (uint j = 0; j < {width}; ++j)")
+        em.emit(f"{out.name}[r + j] = {other.at('r + j') if other is not None else f'{ct}(0)'};")
+        em.close()
+        em.close()
+    em.close()
 
 
 @lowers("tt.store")
@@ -50,8 +98,29 @@ def _store(em: FunctionEmitter, op: Op) -> None:
     lay = em.layout(op.operands[0].type)
     own = em.owner_predicate(lay)
     free = lay.free_reg_mask()
+    width = access_width(em, op, 2)
     if own:
         em.open(f"if ({own})")
+    if width > 1:
+        ct = em.ctype(elem_type(op.operands[1]))
+        vt = f"{ct}{width}"
+        em.open(f"for (uint g = 0; g < {lay.num_regs // width}; ++g)")
+        em.emit(f"const uint r = {width} * g;")
+        conds = ([f"(r & {free}) == 0"] if free else []) + ([mask.at("r")] if mask is not None else [])
+        if conds:
+            em.open(f"if ({' && '.join(conds)})")
+        vec = em.temp("vec")
+        em.emit(f"{vt} {vec};")
+        em.open(f"for (uint j = 0; j < {width}; ++j)")
+        em.emit(f"{vec}[j] = {val.at('r + j')};")
+        em.close()
+        em.emit(f"*(device {vt}*){ptr.at('r')} = {vec};")
+        if conds:
+            em.close()
+        em.close()
+        if own:
+            em.close()
+        return
     with em.for_regs(lay.num_regs) as r:
         conds = []
         if free:

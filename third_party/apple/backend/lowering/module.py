@@ -9,6 +9,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
+from ..analysis.axis_info import AxisInfoAnalysis
 from ..ir import Function, Module, Op, parse_module
 from ..ir.types import PointerType, ScalarType, TensorType, Type
 from ..layouts import LayoutService
@@ -141,6 +142,7 @@ def _lower_callee(ctx: _ModuleContext, fn: Function) -> str:
             params.append(f"thread {ct}& {name}")
             outs.append(Lowered(name, ct))
     em.out_params = outs
+    em.axis = AxisInfoAnalysis(fn)
     em.lower_block(fn.body.entry.ops)
     name = ctx.function_name(fn)
     header = f"static void {name}({', '.join(params + [_CONTEXT_PARAMS])})"
@@ -180,6 +182,7 @@ def lower_parsed_module(module: Module, options) -> LoweredKernel:
     if len(params) > 31:
         raise ctx.error(f"the kernel has {len(params)} arguments; Metal binds at most 31 buffers")
     param_text += [f"{t} {n} [[{attr}]]" for t, n, attr in BUILTIN_PARAMS]
+    em.axis = AxisInfoAnalysis(kernel_fn)
     em.lower_block(kernel_fn.body.entry.ops)
     if callees:
         ctx.uses_smem = True

@@ -1,0 +1,1 @@
+"""Analyses over our IR that the lowering consults (axis info for vectorisation)."""

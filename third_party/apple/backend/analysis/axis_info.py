@@ -1,0 +1,212 @@
+"""Axis-info analysis: per tensor dimension, how many consecutive elements are contiguous (differ by 1),
+constant, and what power of two divides the first element of each such run.
+
+It follows the rules of upstream's AxisInfo analysis (which the Python bindings do not expose) over our
+IR: facts start at `tt.divisibility` argument attributes, `tt.make_range`, constants and splats, and flow
+through `addptr`, integer arithmetic, `broadcast`, `expand_dims` and comparisons. Pointer divisibility is
+in bytes; integer divisibility in units. Values it does not understand get the pessimistic fact
+(contiguity 1, divisibility 1, constancy 1), which only ever costs vector width, never correctness.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Dict, Optional, Tuple
+
+from ..ir import Function, Op, Value
+from ..ir.types import PointerType, ScalarType, TensorType
+
+MAX_DIVISIBILITY = 1 << 30
+
+
+@dataclass(frozen=True)
+class AxisInfo:
+    contiguity: Tuple[int, ...]
+    divisibility: Tuple[int, ...]
+    constancy: Tuple[int, ...]
+
+    @staticmethod
+    def unknown(rank: int) -> "AxisInfo":
+        return AxisInfo((1, ) * rank, (1, ) * rank, (1, ) * rank)
+
+
+def _pow2_divisor(v: int) -> int:
+    if v == 0:
+        return MAX_DIVISIBILITY
+    return min(MAX_DIVISIBILITY, v & -v)
+
+
+def _shape(v: Value) -> Tuple[int, ...]:
+    return v.type.shape if isinstance(v.type, TensorType) else ()
+
+
+def _elem_bytes(v: Value) -> int:
+    ty = v.type.element if isinstance(v.type, TensorType) else v.type
+    if isinstance(ty, PointerType):
+        pointee = ty.pointee
+        return max(1, pointee.bitwidth // 8) if isinstance(pointee, ScalarType) else 1
+    return 1
+
+
+class AxisInfoAnalysis:
+
+    def __init__(self, fn: Function):
+        self.info: Dict[int, AxisInfo] = {}
+        self._scalar_div: Dict[int, int] = {}
+        for arg, attrs in zip(fn.args, fn.arg_attrs or [{}] * len(fn.args)):
+            self._scalar_div[id(arg)] = int((attrs or {}).get("tt.divisibility", 1))
+        for op in fn.walk():
+            self._visit(op)
+
+    # -- queries --------------------------------------------------------------------------------
+
+    def get(self, v: Value) -> AxisInfo:
+        rank = len(_shape(v))
+        got = self.info.get(id(v))
+        if got is None or len(got.contiguity) != rank:
+            return AxisInfo.unknown(rank)
+        return got
+
+    def scalar_divisibility(self, v: Value) -> int:
+        return self._scalar_div.get(id(v), 1)
+
+    # -- transfer functions ---------------------------------------------------------------------
+
+    def _set(self, v: Value, info: AxisInfo) -> None:
+        self.info[id(v)] = info
+
+    def _visit(self, op: Op) -> None:
+        name = op.name
+        if not op.results:
+            return
+        res = op.results[0]
+        shape = _shape(res)
+        rank = len(shape)
+        if name == "arith.constant" and isinstance(res.type, (ScalarType, TensorType)):
+            value = str(op.attrs.get("value", ""))
+            text = value[len("dense<"):-1] if value.startswith("dense<") else value
+            try:
+                c = int(text)
+            except ValueError:
+                return
+            self._scalar_div[id(res)] = _pow2_divisor(c)
+            if rank:
+                self._set(res, AxisInfo((1, ) * rank, (_pow2_divisor(c), ) * rank, shape))
+            return
+        if name == "tt.make_range":
+            start, end = int(op.attrs.get("start", 0)), int(op.attrs.get("end", 0))
+            self._set(res, AxisInfo((end - start, ), (_pow2_divisor(start), ), (1, )))
+            return
+        if name == "tt.splat":
+            d = self._div_of(op.operands[0])
+            self._set(res, AxisInfo((1, ) * rank, (d, ) * rank, shape))
+            return
+        if rank == 0:
+            if name in ("arith.muli", ):
+                a, b = (self.scalar_divisibility(v) for v in op.operands)
+                self._scalar_div[id(res)] = min(MAX_DIVISIBILITY, a * b)
+            elif name in ("arith.addi", "arith.subi"):
+                a, b = (self.scalar_divisibility(v) for v in op.operands)
+                self._scalar_div[id(res)] = min(a, b)
+            elif name == "tt.addptr":
+                a = self.scalar_divisibility(op.operands[0])
+                b = self.scalar_divisibility(op.operands[1]) * _elem_bytes(op.operands[0])
+                self._scalar_div[id(res)] = min(a, b)
+            return
+        if name == "tt.broadcast":
+            src = self.get(op.operands[0])
+            src_shape = _shape(op.operands[0])
+            cont, div, const = [], [], []
+            for d in range(rank):
+                if src_shape[d] == 1 and shape[d] != 1:
+                    cont.append(1)
+                    div.append(src.divisibility[d])
+                    const.append(shape[d])
+                else:
+                    cont.append(src.contiguity[d])
+                    div.append(src.divisibility[d])
+                    const.append(src.constancy[d])
+            self._set(res, AxisInfo(tuple(cont), tuple(div), tuple(const)))
+            return
+        if name == "tt.expand_dims":
+            src = self.get(op.operands[0])
+            axis = int(op.attrs["axis"])
+            d0 = max(src.divisibility) if src.divisibility else 1
+            self._set(res, AxisInfo(src.contiguity[:axis] + (1, ) + src.contiguity[axis:],
+                                    src.divisibility[:axis] + (d0, ) + src.divisibility[axis:],
+                                    src.constancy[:axis] + (1, ) + src.constancy[axis:]))
+            return
+        if name == "ttg.convert_layout":
+            self._set(res, self.get(op.operands[0]))
+            return
+        if name in ("arith.addi", "tt.addptr"):
+            a, b = (self.get(v) for v in op.operands)
+            scale = _elem_bytes(op.operands[0]) if name == "tt.addptr" else 1
+            cont = tuple(max(math.gcd(ac, bk), math.gcd(ak, bc))
+                         for ac, bc, ak, bk in zip(a.contiguity, b.contiguity, a.constancy, b.constancy))
+            # the first element of a contiguous run: base alignment and the offset's, in bytes
+            div = tuple(min(ad, bd * scale) for ad, bd in zip(a.divisibility, b.divisibility))
+            const = tuple(math.gcd(ak, bk) for ak, bk in zip(a.constancy, b.constancy))
+            self._set(res, AxisInfo(cont, div, const))
+            return
+        if name == "arith.muli":
+            a, b = (self.get(v) for v in op.operands)
+            div = tuple(min(MAX_DIVISIBILITY, ad * bd) for ad, bd in zip(a.divisibility, b.divisibility))
+            const = tuple(math.gcd(ak, bk) for ak, bk in zip(a.constancy, b.constancy))
+            self._set(res, AxisInfo((1, ) * rank, div, const))
+            return
+        if name in ("arith.cmpi", "arith.andi", "arith.ori", "arith.select", "arith.extsi", "arith.extui",
+                    "arith.trunci"):
+            infos = [self.get(v) for v in op.operands]
+            const = [math.gcd(*(i.constancy[d] for i in infos)) if len(infos) > 1 else infos[0].constancy[d]
+                     for d in range(rank)]
+            if name == "arith.cmpi" and op.attrs.get("_keyword") in ("slt", "ult", "sle", "ule", "sgt", "sge",
+                                                                       "ugt", "uge"):
+                # `range < n`: constant over aligned runs where the range is contiguous and n's divisibility
+                # keeps the boundary at a run edge
+                a, b = infos
+                const = [max(c, min(math.gcd(a.contiguity[d], b.divisibility[d]), b.constancy[d]) if
+                             b.constancy[d] > 1 else c) for d, c in enumerate(const)]
+            self._set(res, AxisInfo((1, ) * rank, (1, ) * rank, tuple(const)))
+            return
+
+    def _div_of(self, v: Value) -> int:
+        if isinstance(v.type, TensorType):
+            return max(self.get(v).divisibility or (1, ))
+        return self.scalar_divisibility(v)
+
+
+def vector_width(analysis: AxisInfoAnalysis, ptr: Value, mask: Optional[Value], layout, elem_bytes: int,
+                 max_bytes: int = 16) -> int:
+    """Widest power-of-two V such that each thread's runs of V registers are V consecutive, aligned elements
+    along the fastest-varying dimension, under one mask value."""
+    ty: TensorType = ptr.type
+    rank = len(ty.shape)
+    info = analysis.get(ptr)
+    best = 1
+    for dim in range(rank):
+        runs = 0
+        while runs < len(layout.reg) and layout.reg[runs] == tuple((1 << runs) if d == dim else 0
+                                                                   for d in range(rank)):
+            runs += 1
+        v = 1 << runs
+        v = min(v, info.contiguity[dim], max(1, info.divisibility[dim] // elem_bytes), max(1, max_bytes // elem_bytes),
+                4)
+        if mask is not None:
+            v = min(v, analysis.get(mask).constancy[dim])
+        p = 1
+        while p * 2 <= v:
+            p *= 2
+        best = max(best, p) if runs and dim == _fastest(layout, rank) else best
+    return best
+
+
+def _fastest(layout, rank: int) -> int:
+    """The dimension of the first register basis (the thread's contiguous elements), or -1."""
+    if not layout.reg:
+        return -1
+    b = layout.reg[0]
+    for d in range(rank):
+        if b[d] == 1 and all(x == 0 for k, x in enumerate(b) if k != d):
+            return d
+    return -1
