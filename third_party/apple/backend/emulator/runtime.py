@@ -1,0 +1,463 @@
+"""ctypes binding of the emulator runtime, kernel objects and argument marshalling."""
+from __future__ import annotations
+
+import ctypes
+import math
+import os
+import struct
+import threading
+import time
+import warnings
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+from . import signature as _sig
+from . import toolchain
+from .errors import EmulatorCompileError, EmulatorError, EmulatorLaunchError, EmulatorWarning
+
+ABI_VERSION = 3  # TT_EMU_ABI_VERSION in emulator_runtime.h
+MAX_LINES = 16
+MAX_EVENTS = 16
+
+TT_BUF_READONLY = 1
+TT_BUF_SCALAR = 2
+
+
+class _ThreadInfo(ctypes.Structure):
+    _fields_ = [("tpos", ctypes.c_uint32 * 3), ("tgpos", ctypes.c_uint32 * 3), ("ntg", ctypes.c_uint32 * 3),
+                ("tptg", ctypes.c_uint32 * 3), ("tid", ctypes.c_uint32), ("lane", ctypes.c_uint32),
+                ("sg", ctypes.c_uint32), ("nsg", ctypes.c_uint32), ("simd_width", ctypes.c_uint32)]
+
+
+class _BufferDesc(ctypes.Structure):
+    _fields_ = [("host", ctypes.c_void_p), ("nbytes", ctypes.c_uint64), ("slot", ctypes.c_uint32),
+                ("elem_size", ctypes.c_uint32), ("flags", ctypes.c_uint32), ("_pad", ctypes.c_uint32),
+                ("name", ctypes.c_char_p)]
+
+
+class _LaunchDesc(ctypes.Structure):
+    _fields_ = [("entry", ctypes.c_void_p), ("kernel_name", ctypes.c_char_p), ("grid", ctypes.c_uint32 * 3),
+                ("tg", ctypes.c_uint32 * 3), ("nbuffers", ctypes.c_uint32), ("host_threads", ctypes.c_uint32),
+                ("buffers", ctypes.POINTER(_BufferDesc)), ("stack_kb", ctypes.c_uint32),
+                ("_pad", ctypes.c_uint32)]
+
+
+class _Event(ctypes.Structure):
+    _fields_ = [("kind", ctypes.c_uint32), ("line", ctypes.c_uint32), ("col", ctypes.c_uint32),
+                ("count", ctypes.c_uint32), ("a", ctypes.c_int64), ("b", ctypes.c_int64),
+                ("file", ctypes.c_char * 64)]
+
+
+class _LaunchResult(ctypes.Structure):
+    _fields_ = [("status", ctypes.c_int32), ("slot", ctypes.c_int32), ("index", ctypes.c_int64),
+                ("is_write", ctypes.c_int32), ("tg", ctypes.c_uint32 * 3), ("thread", ctypes.c_int32),
+                ("nlines", ctypes.c_uint32), ("lines", ctypes.c_uint32 * MAX_LINES), ("pc", ctypes.c_uint64),
+                ("pc_offset", ctypes.c_uint64), ("pc_module", ctypes.c_char * 256), ("nevents", ctypes.c_uint32),
+                ("_pad", ctypes.c_uint32), ("events", _Event * MAX_EVENTS), ("message", ctypes.c_char * 4096)]
+
+
+_STATUS_KINDS = {
+    1: "invalid", 2: "out_of_bounds", 3: "readonly_write", 4: "threadgroup_out_of_bounds", 5: "stack_overflow",
+    6: "segfault", 7: "signal", 8: "divergence", 9: "deadlock", 10: "simd", 11: "threadgroup_memory",
+    12: "local_out_of_bounds", 13: "undefined_behavior", 14: "internal",
+}
+_EVENT_TEXT = {
+    1: "integer division or remainder by zero (Metal: undefined result; emulator: x/0 = 0, x%0 = x)",
+    2: "signed integer division overflow (INT_MIN / -1)",
+    3: "shift by a negative count or by >= the bit width (Metal: undefined result)",
+}
+_UB_MODES = {"warn": 0, "error": 1, "ignore": 2}
+
+_lib = None
+_lib_lock = threading.Lock()
+
+
+def runtime_library() -> ctypes.CDLL:
+    """The loaded runtime (built on first use). Loaded RTLD_GLOBAL: kernels resolve their hooks in it."""
+    global _lib
+    if _lib is not None:
+        return _lib
+    with _lib_lock:
+        if _lib is None:
+            so = toolchain.build_runtime()
+            lib = ctypes.CDLL(str(so), mode=ctypes.RTLD_GLOBAL)
+            lib.tt_emu_launch.argtypes = [ctypes.POINTER(_LaunchDesc), ctypes.POINTER(_LaunchResult)]
+            lib.tt_emu_launch.restype = ctypes.c_int
+            lib.tt_emu_abi_version.restype = ctypes.c_int
+            lib.tt_emu_bench_switch.argtypes = [ctypes.c_uint32]
+            lib.tt_emu_bench_switch.restype = ctypes.c_double
+            lib.tt_emu_uses_ucontext.restype = ctypes.c_int
+            lib.tt_emu_set_ub_mode.argtypes = [ctypes.c_int]
+            if lib.tt_emu_abi_version() != ABI_VERSION:
+                raise EmulatorError(f"emulator runtime ABI {lib.tt_emu_abi_version()} != {ABI_VERSION}")
+            lib._tt_path = str(so)
+            _lib = lib
+    return _lib
+
+
+def bench_fiber_switch(n: int = 1_000_000) -> float:
+    """Nanoseconds per fiber switch (one direction) of the runtime's context switch."""
+    return runtime_library().tt_emu_bench_switch(n)
+
+
+# ------------------------------------------------------------------------------------------------
+# Scalars
+# ------------------------------------------------------------------------------------------------
+
+_SCALAR_FORMATS = {
+    "bool": "?", "char": "b", "uchar": "B", "short": "h", "ushort": "H", "int": "i", "uint": "I", "long": "q",
+    "ulong": "Q", "half": "e", "float": "f", "bfloat": None,
+}
+_SCALAR_ALIASES = {
+    "int8_t": "char", "uint8_t": "uchar", "int16_t": "short", "uint16_t": "ushort", "int32_t": "int",
+    "uint32_t": "uint", "int64_t": "long", "uint64_t": "ulong", "size_t": "ulong", "signed char": "char",
+    "unsigned char": "uchar", "unsigned short": "ushort", "unsigned int": "uint", "unsigned": "uint",
+    "unsigned long": "ulong", "i1": "bool", "i8": "char", "u8": "uchar", "i16": "short", "u16": "ushort",
+    "i32": "int", "u32": "uint", "i64": "long", "u64": "ulong", "fp16": "half", "f16": "half", "bf16": "bfloat",
+    "fp32": "float", "f32": "float", "float32": "float", "float16": "half", "bfloat16": "bfloat", "int32": "int",
+    "uint32": "uint", "int64": "long", "uint64": "ulong", "int16": "short", "uint16": "ushort", "int8": "char",
+    "uint8": "uchar",
+}
+_INTEGER_TYPES = {"bool", "char", "uchar", "short", "ushort", "int", "uint", "long", "ulong"}
+
+
+def _bfloat_bits(x: float) -> int:
+    bits = struct.unpack("<I", struct.pack("<f", x))[0]
+    if math.isnan(x):
+        return ((bits >> 16) | 0x40) & 0xFFFF
+    bits += 0x7FFF + ((bits >> 16) & 1)  # round to nearest even
+    return (bits >> 16) & 0xFFFF
+
+
+def _parse_type(type_name: str) -> Tuple[str, int]:
+    t = " ".join(type_name.split())
+    t = _SCALAR_ALIASES.get(t, t)
+    if t in _SCALAR_FORMATS:
+        return t, 1
+    import re
+    m = re.fullmatch(r"([a-z]+)([234])", t)
+    if m:
+        base = _SCALAR_ALIASES.get(m.group(1), m.group(1))
+        if base in _SCALAR_FORMATS:
+            return base, int(m.group(2))
+    raise ValueError(f"unknown Metal scalar type {type_name!r}")
+
+
+def _pack_scalar(base: str, value) -> bytes:
+    if base == "bfloat":
+        return struct.pack("<H", _bfloat_bits(float(value)))
+    fmt = _SCALAR_FORMATS[base]
+    if base in _INTEGER_TYPES and base != "bool":
+        value = int(value)
+        bits = 8 * struct.calcsize(fmt)
+        if fmt.islower():  # signed: wrap like a C cast
+            value = ((value + (1 << (bits - 1))) % (1 << bits)) - (1 << (bits - 1))
+        else:
+            value %= 1 << bits
+    elif base == "bool":
+        value = bool(value)
+    else:
+        value = float(value)
+    return struct.pack("<" + fmt, value)
+
+
+class Scalar:
+    """A value for a ``constant T&`` parameter, packed as the Metal type ``type_name``
+    (``"int"``, ``"uint"``, ``"long"``, ``"ulong"``, ``"float"``, ``"half"``, ``"bfloat"``, ``"bool"``,
+    ``"short"``, ``"ushort"``, ``"char"``, ``"uchar"`` and vectors such as ``"uint3"``/``"float4"``
+    with a sequence value; vec3 is padded to 4 elements as in Metal)."""
+
+    def __init__(self, value: Any, type_name: str = "int"):
+        self.value = value
+        self.type_name = type_name
+        base, n = _parse_type(type_name)
+        self.base = base
+        self.width = n
+        if n == 1:
+            self.data = _pack_scalar(base, value)
+        else:
+            vals = list(value) if hasattr(value, "__iter__") else [value] * n
+            if len(vals) != n:
+                raise ValueError(f"Scalar {type_name} needs {n} values, got {len(vals)}")
+            if n == 3:
+                vals = vals + [0]
+            self.data = b"".join(_pack_scalar(base, v) for v in vals)
+
+    @property
+    def nbytes(self) -> int:
+        return len(self.data)
+
+    def __repr__(self):
+        return f"Scalar({self.value!r}, {self.type_name!r})"
+
+
+# ------------------------------------------------------------------------------------------------
+# Kernels
+# ------------------------------------------------------------------------------------------------
+
+def _dim3(v, what: str) -> Tuple[int, int, int]:
+    if isinstance(v, int):
+        v = (v,)
+    v = tuple(int(x) for x in v)
+    if not 1 <= len(v) <= 3 or any(x < 0 or x >= 1 << 32 for x in v):
+        raise EmulatorLaunchError(f"{what} must be 1 to 3 non-negative 32-bit integers, got {v!r}")
+    return v + (1,) * (3 - len(v))
+
+
+class _Bound:
+    __slots__ = ("host", "nbytes", "flags", "elem_size", "keep", "scalar_type")
+
+    def __init__(self, host, nbytes, flags, elem_size, keep, scalar_type=None):
+        self.host, self.nbytes, self.flags, self.elem_size, self.keep = host, nbytes, flags, elem_size, keep
+        self.scalar_type = scalar_type
+
+
+def _span_bytes(shape, strides_elems, itemsize) -> int:
+    if any(s == 0 for s in shape):
+        return 0
+    return (1 + sum((s - 1) * st for s, st in zip(shape, strides_elems))) * itemsize
+
+
+class EmulatorKernel:
+    """A compiled MSL kernel. ``params`` lists every parameter (:class:`KernelParam`)."""
+
+    def __init__(self, name: str, source: str, signature: _sig.KernelSignature, so_path: Path, cache_hit: bool):
+        self.name = name
+        self.source = source
+        self.signature = signature
+        self.params = signature.params
+        self.so_path = Path(so_path)
+        self.cache_hit = cache_hit
+        self._lib = runtime_library()
+        self._so = ctypes.CDLL(str(so_path))
+        abi = ctypes.c_int.in_dll(self._so, "__tt_emu_abi").value
+        if abi != ABI_VERSION:
+            raise EmulatorError(f"kernel {name}: built for emulator ABI {abi}, runtime has {ABI_VERSION}")
+        self._entry = ctypes.cast(getattr(self._so, "__tt_emu_entry"), ctypes.c_void_p).value
+        self._buffers = signature.buffers
+        self._by_slot = {p.index: p for p in self._buffers}
+        self._name_b = name.encode()
+        self._param_names = {p.index: p.name.encode() for p in self._buffers}
+        self._warned = set()
+        self._lines = source.splitlines()
+
+    def __repr__(self):
+        return f"EmulatorKernel({self.name!r}, params={self.params!r})"
+
+    # -- argument marshalling ------------------------------------------------------------------
+    def _bind(self, p: _sig.KernelParam, arg) -> _Bound:
+        ro = TT_BUF_READONLY if p.readonly else 0
+        if isinstance(arg, Scalar):
+            if p.is_reference and p.elem_size and arg.nbytes != p.elem_size:
+                raise EmulatorLaunchError(
+                    f"kernel '{self.name}': parameter '{p.name}' ({p.msl_type}) takes {p.elem_size} bytes, "
+                    f"got {arg!r} ({arg.nbytes} bytes)", kernel_name=self.name, param=p.name, slot=p.index)
+            if p.is_reference and p.base_type and _sig.type_size(p.base_type):
+                try:
+                    want, _ = _parse_type(p.base_type)
+                except ValueError:
+                    want = None
+                if want and want != arg.base and not (want in _INTEGER_TYPES and arg.base in _INTEGER_TYPES):
+                    raise EmulatorLaunchError(
+                        f"kernel '{self.name}': parameter '{p.name}' is {p.msl_type} but got {arg!r}",
+                        kernel_name=self.name, param=p.name, slot=p.index)
+            buf = ctypes.create_string_buffer(arg.data, len(arg.data))
+            return _Bound(ctypes.addressof(buf), arg.nbytes, ro | TT_BUF_SCALAR, arg.nbytes, buf)
+        if isinstance(arg, (bool, int, float)) and p.is_reference:
+            try:
+                base, n = _parse_type(p.base_type)
+            except ValueError:
+                raise EmulatorLaunchError(
+                    f"kernel '{self.name}': parameter '{p.name}' ({p.msl_type}) needs a Scalar or bytes, "
+                    f"got {type(arg).__name__}", kernel_name=self.name, param=p.name, slot=p.index) from None
+            return self._bind(p, Scalar(arg, p.base_type))
+        if isinstance(arg, (bytes, bytearray, memoryview)):
+            mv = memoryview(arg).cast("B")
+            n = mv.nbytes
+            if isinstance(arg, bytes) or mv.readonly:
+                buf = ctypes.create_string_buffer(bytes(mv), max(n, 1))
+                return _Bound(ctypes.addressof(buf), n, ro | (TT_BUF_SCALAR if p.is_reference else 0),
+                              p.elem_size, buf)
+            buf = (ctypes.c_char * max(n, 1)).from_buffer(mv) if n else ctypes.create_string_buffer(1)
+            return _Bound(ctypes.addressof(buf), n, ro, p.elem_size, (buf, mv))
+        mod = type(arg).__module__
+        if mod.startswith("torch") and hasattr(arg, "data_ptr"):
+            if arg.device.type != "cpu":
+                raise EmulatorLaunchError(
+                    f"kernel '{self.name}': parameter '{p.name}' got a tensor on {arg.device}; the emulator "
+                    "runs on CPU tensors", kernel_name=self.name, param=p.name, slot=p.index)
+            nbytes = _span_bytes(arg.shape, arg.stride(), arg.element_size())
+            if any(st < 0 for st in arg.stride()):
+                raise EmulatorLaunchError(f"kernel '{self.name}': negative strides are not supported",
+                                          kernel_name=self.name, param=p.name, slot=p.index)
+            return _Bound(arg.data_ptr(), nbytes, ro, p.elem_size or arg.element_size(), arg)
+        if hasattr(arg, "__array_interface__"):
+            ai = arg.__array_interface__
+            ptr, readonly = ai["data"]
+            itemsize = int(ai["typestr"][2:])
+            shape = tuple(ai["shape"])
+            strides = ai.get("strides")
+            if strides is None:
+                nbytes = itemsize
+                for s in shape:
+                    nbytes *= s
+            else:
+                if any(st < 0 or st % itemsize for st in strides):
+                    raise EmulatorLaunchError(
+                        f"kernel '{self.name}': parameter '{p.name}': arrays with negative or unaligned strides "
+                        "are not supported (use numpy.ascontiguousarray)", kernel_name=self.name, param=p.name,
+                        slot=p.index)
+                nbytes = _span_bytes(shape, [st // itemsize for st in strides], itemsize)
+            flags = ro | (TT_BUF_READONLY if readonly else 0)
+            return _Bound(ptr, nbytes, flags, p.elem_size or itemsize, arg)
+        raise EmulatorLaunchError(
+            f"kernel '{self.name}': cannot bind {type(arg).__name__} to parameter '{p.name}' ({p.msl_type}); "
+            "use a CPU torch tensor, a numpy array, an emulator.Scalar or bytes",
+            kernel_name=self.name, param=p.name, slot=p.index)
+
+    # -- launching -------------------------------------------------------------------------------
+    def launch(self, grid=(1, 1, 1), threadgroup=(1, 1, 1),
+               buffers: Union[Mapping[int, Any], Sequence[Any], None] = None, *,
+               host_threads: Optional[int] = None, stack_kb: Optional[int] = None) -> None:
+        """Run the kernel over ``grid`` threadgroups of ``threadgroup`` threads.
+
+        ``buffers`` maps buffer slots to arguments (or is a list in slot order). Raises
+        :class:`EmulatorLaunchError` on any failure; buffers are written back only on success.
+        """
+        grid3 = _dim3(grid, "grid")
+        tg3 = _dim3(threadgroup, "threadgroup")
+        nthreads = tg3[0] * tg3[1] * tg3[2]
+        if not 1 <= nthreads <= 1024:
+            raise EmulatorLaunchError(
+                f"kernel '{self.name}': threadgroup {tg3} has {nthreads} threads; Metal allows 1 to 1024",
+                kernel_name=self.name)
+        if buffers is None:
+            binds: Dict[int, Any] = {}
+        elif isinstance(buffers, Mapping):
+            binds = dict(buffers)
+        else:
+            binds = dict(enumerate(buffers))
+        extra = sorted(set(binds) - set(self._by_slot))
+        if extra:
+            raise EmulatorLaunchError(
+                f"kernel '{self.name}': buffer slot(s) {extra} are not parameters of the kernel (slots: "
+                f"{sorted(self._by_slot)})", kernel_name=self.name)
+        n = len(self._buffers)
+        descs = (_BufferDesc * max(n, 1))()
+        keep = []
+        for i, p in enumerate(self._buffers):
+            if p.index not in binds:
+                raise EmulatorLaunchError(
+                    f"kernel '{self.name}': parameter '{p.name}' [[buffer({p.index})]] is not bound",
+                    kernel_name=self.name, param=p.name, slot=p.index)
+            b = self._bind(p, binds[p.index])
+            keep.append(b.keep)
+            d = descs[i]
+            d.host = b.host
+            d.nbytes = b.nbytes
+            d.slot = p.index
+            d.elem_size = b.elem_size
+            d.flags = b.flags
+            d.name = self._param_names[p.index]
+        if host_threads is None:
+            env = os.environ.get("TRITON_APPLE_EMULATOR_THREADS", "")
+            host_threads = int(env) if env.strip() else 0
+        if stack_kb is None:
+            env = os.environ.get("TRITON_APPLE_EMULATOR_STACK_KB", "")
+            stack_kb = int(env) if env.strip() else 0
+        desc = _LaunchDesc()
+        desc.entry = self._entry
+        desc.kernel_name = self._name_b
+        desc.grid[:] = grid3
+        desc.tg[:] = tg3
+        desc.nbuffers = n
+        desc.host_threads = max(0, host_threads)
+        desc.buffers = descs
+        desc.stack_kb = max(0, stack_kb)
+        res = _LaunchResult()
+        mode = os.environ.get("TRITON_APPLE_EMULATOR_UB", "warn").strip().lower()
+        self._lib.tt_emu_set_ub_mode(_UB_MODES.get(mode, 0))
+        status = self._lib.tt_emu_launch(ctypes.byref(desc), ctypes.byref(res))
+        del keep
+        if res.nevents:
+            self._warn_events(res)
+        if status != 0:
+            raise self._launch_error(res)
+
+    # -- reporting -------------------------------------------------------------------------------
+    def _source_line(self, n: int) -> str:
+        return self._lines[n - 1].strip() if 0 < n <= len(self._lines) else ""
+
+    def _warn_events(self, res: _LaunchResult):
+        msl_name = f"{self.name}.metal"
+        for i in range(res.nevents):
+            e = res.events[i]
+            file = e.file.decode(errors="replace")
+            key = (e.kind, file, e.line, e.col)
+            if key in self._warned:
+                continue
+            self._warned.add(key)
+            where = f"MSL line {e.line}:{e.col}" if file == msl_name else f"{file}:{e.line}"
+            src = f": {self._source_line(e.line)}" if file == msl_name else ""
+            warnings.warn(EmulatorWarning(
+                f"kernel '{self.name}': {_EVENT_TEXT.get(e.kind, 'undefined behaviour')} at {where}{src} "
+                f"({e.count} time(s) in this launch, first with operands {e.a}, {e.b}). "
+                "Set TRITON_APPLE_EMULATOR_UB=error to make this fatal."), stacklevel=3)
+
+    def _launch_error(self, res: _LaunchResult) -> EmulatorLaunchError:
+        msg = res.message.decode(errors="replace")
+        kind = _STATUS_KINDS.get(res.status, "internal")
+        lines = [res.lines[i] for i in range(res.nlines)]
+        module = res.pc_module.decode(errors="replace")
+        if res.pc and module and os.path.realpath(module) == os.path.realpath(str(self.so_path)):
+            loc = toolchain.symbolize(str(self.so_path), res.pc_offset, f"{self.name}.metal")
+            if loc:
+                lines.append(loc[0])
+                msg += f"\n  at MSL line {loc[0]}:{loc[1]}: {self._source_line(loc[0])}"
+        elif lines:
+            msg += "".join(f"\n  MSL line {n}: {self._source_line(n)}" for n in sorted(set(lines)))
+        param = None
+        slot = res.slot if res.slot >= 0 else None
+        if slot is not None and slot in self._by_slot:
+            param = self._by_slot[slot].name
+        return EmulatorLaunchError(
+            msg, kind=kind, kernel_name=self.name, param=param, slot=slot,
+            index=res.index if kind in ("out_of_bounds", "readonly_write") else None,
+            is_write=None if res.is_write < 0 else bool(res.is_write),
+            threadgroup=tuple(res.tg) if res.status not in (1,) else None,
+            thread=res.thread if res.thread >= 0 else None, msl_lines=lines)
+
+
+# ------------------------------------------------------------------------------------------------
+# Compilation
+# ------------------------------------------------------------------------------------------------
+
+_memory_cache: Dict[str, EmulatorKernel] = {}
+_compile_lock = threading.Lock()
+
+
+def clear_memory_cache() -> None:
+    """Forget kernels compiled in this process (the on-disk cache is kept)."""
+    _memory_cache.clear()
+
+
+def compile_msl(source: str, kernel_name: str) -> EmulatorKernel:
+    """Compile ``kernel_name`` from MSL ``source`` for the emulator (cached on disk under
+    ``$TRITON_CACHE_DIR/apple_emulator`` or ``~/.triton/cache/apple_emulator``)."""
+    if not isinstance(source, str):
+        source = source.decode() if isinstance(source, (bytes, bytearray)) else str(source)
+    sig = _sig.parse_signature(source, kernel_name)
+    rewritten = _sig.rewrite_source(source)
+    msl_name = f"{kernel_name}.metal"
+    trampoline, tramp_lines = _sig.make_trampoline(sig, msl_name)
+    key = toolchain.kernel_key(rewritten, kernel_name, trampoline)
+    with _compile_lock:
+        k = _memory_cache.get(key)
+        if k is not None and k.so_path.is_file():
+            return k
+    runtime_so = Path(runtime_library()._tt_path)
+    so, hit = toolchain.build_kernel(rewritten, kernel_name, trampoline, tramp_lines, sig.line, source, runtime_so)
+    k = EmulatorKernel(kernel_name, source, sig, so, hit)
+    with _compile_lock:
+        _memory_cache[key] = k
+    return k

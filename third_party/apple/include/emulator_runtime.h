@@ -1,0 +1,158 @@
+/*
+ * Metal-on-CPU emulator: the C ABI between
+ *   - the Python side (ctypes) or the nanobind module (triton_apple.cc), which call tt_emu_launch(),
+ *   - compiled kernels (MSL + metal_compat.h), which call the __tt_* hooks declared below,
+ *   - the runtime itself (lib/emulator_runtime.cpp).
+ *
+ * Plain C, no Metal keywords: this header is included both by the runtime and, through
+ * metal_compat.h, by every kernel translation unit. Bump TT_EMU_ABI_VERSION whenever a struct or
+ * signature here changes (the Python side checks it against the runtime and each kernel).
+ */
+#ifndef TT_EMULATOR_RUNTIME_H
+#define TT_EMULATOR_RUNTIME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define TT_EMU_ABI_VERSION 3
+
+#define TT_EMU_SIMD_WIDTH 32
+#define TT_EMU_MAX_THREADS 1024
+#define TT_EMU_MAX_SLOTS 31
+#define TT_EMU_TG_MEM_LIMIT 32768
+#define TT_EMU_MAX_LINES 16
+#define TT_EMU_MAX_EVENTS 16
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Per-thread builtin values handed to the generated trampoline (one struct per emulated thread). */
+typedef struct tt_thread_info {
+  uint32_t tpos[3];  /* thread_position_in_threadgroup */
+  uint32_t tgpos[3]; /* threadgroup_position_in_grid */
+  uint32_t ntg[3];   /* threadgroups_per_grid */
+  uint32_t tptg[3];  /* threads_per_threadgroup */
+  uint32_t tid;      /* thread_index_in_threadgroup */
+  uint32_t lane;     /* thread_index_in_simdgroup */
+  uint32_t sg;       /* simdgroup_index_in_threadgroup */
+  uint32_t nsg;      /* simdgroups_per_threadgroup */
+  uint32_t simd_width;
+} tt_thread_info;
+
+/* The generated per-kernel trampoline: binds buffer slots and builtins, calls the MSL kernel. */
+typedef void (*tt_entry_fn)(void *const *slots, const tt_thread_info *ti);
+
+enum {
+  TT_BUF_READONLY = 1, /* `constant` or `device const`: mapped read-only, never copied back */
+  TT_BUF_SCALAR = 2,   /* bytes for a `constant T&` parameter: 16-byte aligned copy */
+};
+
+typedef struct tt_buffer_desc {
+  void *host;         /* the caller's memory */
+  uint64_t nbytes;    /* bytes the kernel may access, starting at host */
+  uint32_t slot;      /* [[buffer(slot)]] */
+  uint32_t elem_size; /* for error messages (element index); 0 = report byte offsets */
+  uint32_t flags;     /* TT_BUF_* */
+  uint32_t _pad;
+  const char *name; /* parameter name, for error messages */
+} tt_buffer_desc;
+
+typedef struct tt_launch_desc {
+  tt_entry_fn entry;
+  const char *kernel_name;
+  uint32_t grid[3]; /* threadgroups per grid */
+  uint32_t tg[3];   /* threads per threadgroup */
+  uint32_t nbuffers;
+  uint32_t host_threads; /* 0 = number of cores */
+  const tt_buffer_desc *buffers;
+  uint32_t stack_kb; /* per emulated thread; 0 = default (256) */
+  uint32_t _pad;
+} tt_launch_desc;
+
+/* Launch status / error kinds (tt_launch_result.status). */
+enum {
+  TT_OK = 0,
+  TT_ERR_INVALID = 1,        /* bad launch arguments */
+  TT_ERR_OOB = 2,            /* out-of-bounds access to a buffer (guard page or canary) */
+  TT_ERR_READONLY_WRITE = 3, /* write to a constant / device const buffer */
+  TT_ERR_TG_OOB = 4,         /* out-of-bounds access to threadgroup memory */
+  TT_ERR_STACK = 5,          /* emulated thread overflowed its stack */
+  TT_ERR_SEGV = 6,           /* other invalid memory access */
+  TT_ERR_SIGNAL = 7,         /* SIGILL / SIGFPE / SIGTRAP that could not be handled */
+  TT_ERR_DIVERGENCE = 8,     /* threads of one barrier/collective at different call sites */
+  TT_ERR_DEADLOCK = 9,       /* no thread can make progress */
+  TT_ERR_SIMD = 10,          /* invalid SIMD-group operation (inactive lane, non-uniform lane...) */
+  TT_ERR_TG_MEM = 11,        /* threadgroup memory over the 32 KB limit */
+  TT_ERR_LOCAL_OOB = 12,     /* out-of-bounds index into a fixed-size local/threadgroup array */
+  TT_ERR_UB = 13,            /* undefined behaviour made fatal (TRITON_APPLE_EMULATOR_UB=error) */
+  TT_ERR_INTERNAL = 14,
+};
+
+/* Non-fatal events reported back (e.g. integer division by zero: result undefined on Metal). */
+enum {
+  TT_EV_DIV_ZERO = 1,
+  TT_EV_DIV_OVERFLOW = 2, /* INT_MIN / -1 */
+  TT_EV_SHIFT = 3,        /* shift count >= bit width or negative */
+};
+
+typedef struct tt_event {
+  uint32_t kind, line, col, count;
+  int64_t a, b; /* operands of the first occurrence */
+  char file[64];
+} tt_event;
+
+typedef struct tt_launch_result {
+  int32_t status;
+  int32_t slot;       /* buffer slot involved, -1 if none */
+  int64_t index;      /* element index (or byte offset if elem_size==0) of the bad access */
+  int32_t is_write;   /* 1 write, 0 read, -1 unknown */
+  uint32_t tg[3];     /* threadgroup where the error happened */
+  int32_t thread;     /* thread_index_in_threadgroup, -1 if none */
+  uint32_t nlines;    /* MSL lines involved (1-based, user's source) */
+  uint32_t lines[TT_EMU_MAX_LINES];
+  uint64_t pc;        /* faulting instruction (signals) */
+  uint64_t pc_offset; /* pc relative to the containing object's load base */
+  char pc_module[256];
+  uint32_t nevents;
+  uint32_t _pad;
+  tt_event events[TT_EMU_MAX_EVENTS];
+  char message[4096];
+} tt_launch_result;
+
+/* Runs a whole grid. Returns status (also stored in result->status). Thread-safe: launches are
+   serialised by a process-wide lock (signal handlers are process-wide). */
+int tt_emu_launch(const tt_launch_desc *desc, tt_launch_result *result);
+int tt_emu_abi_version(void);
+/* Microbenchmark helper: average nanoseconds per fiber switch (one direction) over n round trips. */
+double tt_emu_bench_switch(uint32_t n);
+/* 1 if the runtime was built with the portable ucontext fallback instead of the assembly switch. */
+int tt_emu_uses_ucontext(void);
+/* ub_mode: 0 = warn (record events), 1 = error (abort the launch), 2 = ignore. Process-wide. */
+void tt_emu_set_ub_mode(int mode);
+
+/* ---- hooks called from kernel code (metal_compat.h) ---- */
+
+/* SIMD-group exchange area: each participating lane deposits up to 16 bytes and a 32-bit param. */
+typedef struct tt_simd_xchg {
+  unsigned char val[TT_EMU_SIMD_WIDTH][16];
+  uint32_t param[TT_EMU_SIMD_WIDTH];
+  uint32_t active; /* lanes that took part (bit per lane) */
+  uint32_t nlanes; /* lanes that exist in this simdgroup (partial last simdgroup) */
+} tt_simd_xchg;
+
+/* Threadgroup barrier: every live thread of the threadgroup must arrive at the same call site. */
+void __tt_barrier(uint32_t flags, uint32_t line, uint32_t col);
+/* SIMD-group rendezvous (collectives and simdgroup_barrier). Returns the exchange area once all
+   live lanes of the simdgroup have arrived at the same call site; *lane receives the caller's lane. */
+const tt_simd_xchg *__tt_simd(const char *op, const void *val, uint32_t size, uint32_t param, uint32_t line,
+                              uint32_t col, uint32_t *lane);
+/* Per-threadgroup storage for `threadgroup` variables; `site` identifies the declaration. */
+void *__tt_tg_alloc(uint32_t site, uint32_t size, uint32_t align, const char *name);
+/* Abort the launch with an error (never returns). */
+void __tt_fail(int32_t kind, const char *msg, uint32_t line, uint32_t col) __attribute__((noreturn));
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TT_EMULATOR_RUNTIME_H */

@@ -1,0 +1,1784 @@
+// Metal-on-CPU emulator runtime.
+//
+// Runs a compiled MSL kernel (see metal_compat.h and the generated trampoline) over a grid:
+//   * threadgroups are spread over a pool of host threads ("workers"), handed out dynamically;
+//   * inside a threadgroup every Metal thread is a fiber with its own stack. A fiber only gives up
+//     the host thread at a barrier or a SIMD-group collective. When a thread returns, the same
+//     fiber goes on with the next not-yet-started thread, so a kernel that never synchronises costs
+//     one plain call per thread and never switches stacks;
+//   * barriers and collectives are rendezvous points identified by their call site (MSL line and
+//     column); threads waiting at different sites, or a threadgroup in which no thread can make
+//     progress, abort the launch with an error that names the threads and lines;
+//   * buffers are copied into private mappings fenced by PROT_NONE guard pages (end of data abutting
+//     the trailing guard page), faults are turned into errors that name the parameter and the
+//     element index, results are copied back only when the launch succeeded.
+//
+// Build: c++ -O2 -fPIC -shared -pthread emulator_runtime.cpp (Linux, x86_64 or aarch64; define
+// TT_EMU_UCONTEXT to use <ucontext.h> instead of the assembly context switch).
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1
+#endif
+
+#include "emulator_runtime.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <dlfcn.h>
+#include <errno.h>
+#include <map>
+#include <mutex>
+#include <new>
+#include <pthread.h>
+#include <sched.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <ucontext.h>
+#include <unistd.h>
+#include <vector>
+
+#if !defined(__x86_64__) && !defined(__aarch64__) && !defined(TT_EMU_UCONTEXT)
+#define TT_EMU_UCONTEXT 1
+#endif
+
+#define TT_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace {
+
+// ------------------------------------------------------------------------------------------------
+// Execution contexts
+// ------------------------------------------------------------------------------------------------
+
+typedef void (*ctx_fn)(void *);
+
+#ifndef TT_EMU_UCONTEXT
+// Minimal switch: save the callee-saved registers on the current stack, store the stack pointer,
+// load the other stack pointer, restore its registers and return into it. The floating-point
+// control state (MXCSR / x87 CW, FPCR) is shared by all fibers of a host thread and not switched.
+extern "C" void tt_ctx_switch(void **save_sp, void *new_sp);
+extern "C" void tt_ctx_start(void);
+
+#if defined(__x86_64__)
+__asm__(".text\n"
+        ".p2align 4\n"
+        ".hidden tt_ctx_switch\n"
+        ".globl tt_ctx_switch\n"
+        ".type tt_ctx_switch,@function\n"
+        "tt_ctx_switch:\n"
+        "  pushq %rbp\n"
+        "  pushq %rbx\n"
+        "  pushq %r12\n"
+        "  pushq %r13\n"
+        "  pushq %r14\n"
+        "  pushq %r15\n"
+        "  movq %rsp, (%rdi)\n"
+        "  movq %rsi, %rsp\n"
+        "  popq %r15\n"
+        "  popq %r14\n"
+        "  popq %r13\n"
+        "  popq %r12\n"
+        "  popq %rbx\n"
+        "  popq %rbp\n"
+        "  ret\n"
+        ".size tt_ctx_switch, .-tt_ctx_switch\n"
+        ".p2align 4\n"
+        ".hidden tt_ctx_start\n"
+        ".globl tt_ctx_start\n"
+        ".type tt_ctx_start,@function\n"
+        "tt_ctx_start:\n"
+        "  movq %r12, %rdi\n"
+        "  callq *%r13\n"
+        "  ud2\n"
+        ".size tt_ctx_start, .-tt_ctx_start\n");
+static const int kFrameWords = 7; // r15 r14 r13 r12 rbx rbp ret
+#elif defined(__aarch64__)
+__asm__(".text\n"
+        ".p2align 4\n"
+        ".hidden tt_ctx_switch\n"
+        ".globl tt_ctx_switch\n"
+        ".type tt_ctx_switch,%function\n"
+        "tt_ctx_switch:\n"
+        "  sub sp, sp, #160\n"
+        "  stp x19, x20, [sp, #0]\n"
+        "  stp x21, x22, [sp, #16]\n"
+        "  stp x23, x24, [sp, #32]\n"
+        "  stp x25, x26, [sp, #48]\n"
+        "  stp x27, x28, [sp, #64]\n"
+        "  stp x29, x30, [sp, #80]\n"
+        "  stp d8, d9, [sp, #96]\n"
+        "  stp d10, d11, [sp, #112]\n"
+        "  stp d12, d13, [sp, #128]\n"
+        "  stp d14, d15, [sp, #144]\n"
+        "  mov x2, sp\n"
+        "  str x2, [x0]\n"
+        "  mov sp, x1\n"
+        "  ldp x19, x20, [sp, #0]\n"
+        "  ldp x21, x22, [sp, #16]\n"
+        "  ldp x23, x24, [sp, #32]\n"
+        "  ldp x25, x26, [sp, #48]\n"
+        "  ldp x27, x28, [sp, #64]\n"
+        "  ldp x29, x30, [sp, #80]\n"
+        "  ldp d8, d9, [sp, #96]\n"
+        "  ldp d10, d11, [sp, #112]\n"
+        "  ldp d12, d13, [sp, #128]\n"
+        "  ldp d14, d15, [sp, #144]\n"
+        "  add sp, sp, #160\n"
+        "  ret\n"
+        ".size tt_ctx_switch, .-tt_ctx_switch\n"
+        ".p2align 4\n"
+        ".hidden tt_ctx_start\n"
+        ".globl tt_ctx_start\n"
+        ".type tt_ctx_start,%function\n"
+        "tt_ctx_start:\n"
+        "  mov x0, x19\n"
+        "  blr x20\n"
+        "  brk #0\n"
+        ".size tt_ctx_start, .-tt_ctx_start\n");
+#endif
+
+struct Ctx {
+  void *sp = nullptr;
+};
+
+inline void ctx_init(Ctx *c, char *stack_lo, size_t size, ctx_fn fn, void *arg) {
+  uintptr_t top = ((uintptr_t)stack_lo + size) & ~(uintptr_t)15;
+#if defined(__x86_64__)
+  uintptr_t *sp = (uintptr_t *)(top - kFrameWords * sizeof(uintptr_t));
+  sp[0] = 0;                        // r15
+  sp[1] = 0;                        // r14
+  sp[2] = (uintptr_t)fn;            // r13
+  sp[3] = (uintptr_t)arg;           // r12
+  sp[4] = 0;                        // rbx
+  sp[5] = 0;                        // rbp
+  sp[6] = (uintptr_t)&tt_ctx_start; // return address; rsp == top (16-aligned) after ret
+#else
+  uintptr_t *sp = (uintptr_t *)(top - 160);
+  memset(sp, 0, 160);
+  sp[0] = (uintptr_t)arg;           // x19
+  sp[1] = (uintptr_t)fn;            // x20
+  sp[11] = (uintptr_t)&tt_ctx_start; // x30
+#endif
+  c->sp = sp;
+}
+inline void ctx_switch(Ctx *from, Ctx *to) { tt_ctx_switch(&from->sp, to->sp); }
+
+#else // TT_EMU_UCONTEXT
+
+struct Ctx {
+  ucontext_t uc;
+};
+static void uc_entry(unsigned fhi, unsigned flo, unsigned ahi, unsigned alo) {
+  ctx_fn fn = (ctx_fn)(((uintptr_t)fhi << 32) | flo);
+  void *arg = (void *)(((uintptr_t)ahi << 32) | alo);
+  fn(arg);
+  abort();
+}
+inline void ctx_init(Ctx *c, char *stack_lo, size_t size, ctx_fn fn, void *arg) {
+  getcontext(&c->uc);
+  c->uc.uc_stack.ss_sp = stack_lo;
+  c->uc.uc_stack.ss_size = size;
+  c->uc.uc_link = nullptr;
+  uintptr_t f = (uintptr_t)fn, a = (uintptr_t)arg;
+  makecontext(&c->uc, (void (*)())uc_entry, 4, (unsigned)(f >> 32), (unsigned)f, (unsigned)(a >> 32),
+              (unsigned)a);
+}
+inline void ctx_switch(Ctx *from, Ctx *to) { swapcontext(&from->uc, &to->uc); }
+#endif
+
+// ------------------------------------------------------------------------------------------------
+// Data structures
+// ------------------------------------------------------------------------------------------------
+
+size_t g_page = 4096;
+// PROT_NONE zones around buffers and threadgroup memory: wide enough that a strided or indexed access a
+// long way past the end still faults instead of landing in unrelated memory (address space only).
+const size_t kGuardBytes = 64 * 1024;
+size_t g_guard = kGuardBytes;
+
+enum : uint8_t { T_UNSTARTED, T_RUNNING, T_READY, T_BARRIER, T_SIMD, T_DONE };
+
+struct Fiber {
+  Ctx ctx;
+  char *map = nullptr; // guard page + stack
+  size_t maplen = 0;
+  char *stack_lo = nullptr;
+  size_t stack_size = 0;
+  uint32_t thread = 0;
+  Fiber *next_free = nullptr;
+};
+
+struct ThreadSt {
+  Fiber *fiber;
+  uint8_t state;
+  uint32_t line, col;
+  const char *what;
+};
+
+struct SimdGroupSt {
+  uint32_t full, arrived, done, gen;
+  tt_simd_xchg x[2];
+  uint32_t line[TT_EMU_SIMD_WIDTH], col[TT_EMU_SIMD_WIDTH], size[TT_EMU_SIMD_WIDTH];
+  const char *what[TT_EMU_SIMD_WIDTH];
+};
+
+struct TgSite {
+  uint32_t site, size;
+  char *ptr;
+  const char *name;
+};
+
+struct Region {
+  char *map = nullptr;
+  size_t maplen = 0;
+  char *body = nullptr;
+  size_t bodylen = 0;
+};
+
+struct Group {
+  Region r;
+  uintptr_t lo = 0, hi = 0; // host span
+  char *data = nullptr;     // copy of host[lo, hi)
+  bool readonly = true;
+  bool scalar = false;
+  std::vector<int> members; // indices into desc->buffers
+};
+
+struct Launch;
+
+struct Worker {
+  int id = 0;
+  Launch *L = nullptr;
+  volatile bool active = false; // executing kernel code: faults are ours
+  sigjmp_buf jb;
+  Ctx main;
+  // fibers
+  std::vector<Fiber *> fibers;
+  Fiber *free_list = nullptr;
+  size_t stack_size = 0;
+  Fiber *cur_fiber = nullptr;
+  uint32_t cur_thread = 0;
+  // current threadgroup
+  uint32_t N = 0, nsg = 0;
+  uint32_t tgpos[3] = {0, 0, 0};
+  tt_thread_info ti_proto;
+  uint32_t next_unstarted = 0, n_done = 0, n_barrier = 0;
+  uint32_t rq_head = 0, rq_count = 0;
+  uint16_t rq[TT_EMU_MAX_THREADS];
+  ThreadSt th[TT_EMU_MAX_THREADS];
+  SimdGroupSt sg[TT_EMU_MAX_THREADS / TT_EMU_SIMD_WIDTH];
+  // threadgroup memory: [guard][TT_EMU_TG_MEM_LIMIT bytes][guard], allocated top-down
+  char *tg_map = nullptr;
+  char *tg_lo = nullptr, *tg_hi = nullptr, *tg_top = nullptr;
+  TgSite sites[64];
+  int nsites = 0;
+  // signal alternate stack (pool threads; the caller's is installed per launch)
+  char *altstack = nullptr;
+  size_t altstack_size = 0;
+  // fault captured by the signal handler
+  volatile int fault_sig = 0;
+  void *fault_addr = nullptr;
+  uintptr_t fault_pc = 0;
+  int fault_write = -1;
+  // non-fatal events of this launch
+  uint32_t nevents = 0;
+  tt_event events[TT_EMU_MAX_EVENTS];
+};
+
+struct Launch {
+  const tt_launch_desc *d = nullptr;
+  tt_launch_result *res = nullptr;
+  void *slots[TT_EMU_MAX_SLOTS + 1];
+  std::vector<Group> groups;
+  std::atomic<uint64_t> next_tg{0};
+  uint64_t total_tg = 0;
+  std::atomic<int> abort{0};
+  std::mutex err_mu;
+  bool has_error = false;
+};
+
+thread_local Worker *tl_worker = nullptr;
+std::atomic<int> g_ub_mode{0};
+
+// ------------------------------------------------------------------------------------------------
+// Error reporting
+// ------------------------------------------------------------------------------------------------
+
+struct Msg {
+  char buf[4096];
+  size_t n = 0;
+  Msg() { buf[0] = 0; }
+  void add(const char *fmt, ...) __attribute__((format(printf, 2, 3))) {
+    if (n >= sizeof(buf) - 1)
+      return;
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(buf + n, sizeof(buf) - n, fmt, ap);
+    va_end(ap);
+    if (k > 0)
+      n = std::min(sizeof(buf) - 1, n + (size_t)k);
+  }
+};
+
+void add_line(tt_launch_result *r, uint32_t line) {
+  if (!line)
+    return;
+  for (uint32_t i = 0; i < r->nlines; i++)
+    if (r->lines[i] == line)
+      return;
+  if (r->nlines < TT_EMU_MAX_LINES)
+    r->lines[r->nlines++] = line;
+}
+
+// Records the first error of a launch. Returns false if another error was recorded first.
+bool begin_error(Launch *L, Worker *w, int status, int thread) {
+  std::lock_guard<std::mutex> lk(L->err_mu);
+  if (L->has_error)
+    return false;
+  L->has_error = true;
+  L->abort.store(1);
+  tt_launch_result *r = L->res;
+  r->status = status;
+  if (w) {
+    memcpy(r->tg, w->tgpos, sizeof(r->tg));
+    r->thread = thread;
+  }
+  return true;
+}
+
+void set_message(Launch *L, const Msg &m) {
+  snprintf(L->res->message, sizeof(L->res->message), "kernel '%s': %s", L->d->kernel_name ? L->d->kernel_name : "?",
+           m.buf);
+}
+
+void where(Msg &m, Worker *w, int thread) {
+  m.add(" in threadgroup (%u,%u,%u)", w->tgpos[0], w->tgpos[1], w->tgpos[2]);
+  if (thread >= 0) {
+    const tt_launch_desc *d = w->L->d;
+    uint32_t t = (uint32_t)thread, tx = d->tg[0], ty = d->tg[1];
+    m.add(", thread %u (position (%u,%u,%u), simdgroup %u lane %u)", t, t % tx, (t / tx) % ty, t / (tx * ty),
+          t / TT_EMU_SIMD_WIDTH, t % TT_EMU_SIMD_WIDTH);
+  }
+}
+
+// Abort the current launch from kernel (fiber) context.
+[[noreturn]] void fail_here(Worker *w) {
+  w->active = false;
+  w->fault_sig = 0;
+  siglongjmp(w->jb, 1);
+}
+
+// ------------------------------------------------------------------------------------------------
+// Fibers
+// ------------------------------------------------------------------------------------------------
+
+void fiber_main(void *arg);
+
+Fiber *new_fiber(Worker *w) {
+  size_t guard = std::max<size_t>(g_page, 16 * 1024); // kernels are built with -fstack-clash-protection
+  size_t len = guard + w->stack_size;
+  char *m = (char *)mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK,
+                         -1, 0);
+  if (m == MAP_FAILED)
+    return nullptr;
+  mprotect(m, guard, PROT_NONE);
+  Fiber *f = new Fiber();
+  f->map = m;
+  f->maplen = len;
+  f->stack_lo = m + guard;
+  f->stack_size = w->stack_size;
+  w->fibers.push_back(f);
+  return f;
+}
+
+void free_all_fibers(Worker *w) {
+  for (Fiber *f : w->fibers) {
+    munmap(f->map, f->maplen);
+    delete f;
+  }
+  w->fibers.clear();
+  w->free_list = nullptr;
+}
+
+void reset_fibers(Worker *w) {
+  w->free_list = nullptr;
+  for (Fiber *f : w->fibers) {
+    f->next_free = w->free_list;
+    w->free_list = f;
+  }
+}
+
+inline void release_fiber(Worker *w, Fiber *f) {
+  f->next_free = w->free_list;
+  w->free_list = f;
+}
+
+// Fiber ready to start thread `t` from the top of its stack.
+Fiber *start_fiber(Worker *w, uint32_t t) {
+  Fiber *f = w->free_list;
+  if (f) {
+    w->free_list = f->next_free;
+  } else {
+    f = new_fiber(w);
+    if (!f) {
+      if (begin_error(w->L, w, TT_ERR_INTERNAL, -1)) {
+        Msg m;
+        m.add("cannot allocate a %zu KB stack for emulated thread %u (%zu stacks in use)", w->stack_size / 1024, t,
+              w->fibers.size());
+        where(m, w, -1);
+        set_message(w->L, m);
+      }
+      fail_here(w);
+    }
+  }
+  f->thread = t;
+  ctx_init(&f->ctx, f->stack_lo, f->stack_size, fiber_main, f);
+  return f;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Scheduling within a threadgroup
+// ------------------------------------------------------------------------------------------------
+
+inline void rq_push(Worker *w, uint32_t t) {
+  w->rq[(w->rq_head + w->rq_count) % TT_EMU_MAX_THREADS] = (uint16_t)t;
+  w->rq_count++;
+}
+inline uint32_t rq_pop(Worker *w) {
+  uint32_t t = w->rq[w->rq_head];
+  w->rq_head = (w->rq_head + 1) % TT_EMU_MAX_THREADS;
+  w->rq_count--;
+  return t;
+}
+
+void fill_ti(Worker *w, uint32_t t, tt_thread_info *ti) {
+  *ti = w->ti_proto;
+  uint32_t tx = ti->tptg[0], ty = ti->tptg[1];
+  if (tx == w->N) { // 1-D threadgroup: no divisions
+    ti->tpos[0] = t;
+  } else {
+    ti->tpos[0] = t % tx;
+    ti->tpos[1] = (t / tx) % ty;
+    ti->tpos[2] = t / (tx * ty);
+  }
+  ti->tid = t;
+  ti->lane = t % TT_EMU_SIMD_WIDTH;
+  ti->sg = t / TT_EMU_SIMD_WIDTH;
+}
+
+// The current fiber blocks: run something else. Returns when this thread is resumed.
+void schedule_away(Worker *w) {
+  Fiber *f = w->cur_fiber;
+  uint32_t t = w->cur_thread;
+  if (w->rq_count) {
+    uint32_t n = rq_pop(w);
+    ctx_switch(&f->ctx, &w->th[n].fiber->ctx);
+  } else if (w->next_unstarted < w->N) {
+    Fiber *nf = start_fiber(w, w->next_unstarted++);
+    ctx_switch(&f->ctx, &nf->ctx);
+  } else {
+    ctx_switch(&f->ctx, &w->main); // nothing runnable: the scheduler reports the deadlock
+  }
+  w->cur_fiber = f;
+  w->cur_thread = t;
+  w->th[t].state = T_RUNNING;
+}
+
+void append_ranges(Msg &m, const std::vector<uint32_t> &ids) {
+  for (size_t i = 0; i < ids.size();) {
+    size_t j = i;
+    while (j + 1 < ids.size() && ids[j + 1] == ids[j] + 1)
+      j++;
+    if (i)
+      m.add(",");
+    if (j == i)
+      m.add("%u", ids[i]);
+    else
+      m.add("%u-%u", ids[i], ids[j]);
+    i = j + 1;
+  }
+}
+
+struct SiteKey {
+  const char *what;
+  uint32_t line, col;
+  bool operator<(const SiteKey &o) const {
+    if (line != o.line)
+      return line < o.line;
+    if (col != o.col)
+      return col < o.col;
+    return strcmp(what, o.what) < 0;
+  }
+};
+
+// Describe where the non-finished threads of the threadgroup wait; used for divergence/deadlock.
+void describe_waiters(Worker *w, Msg &m, uint8_t only_state, int only_simdgroup) {
+  std::map<SiteKey, std::vector<uint32_t>> sites;
+  std::vector<uint32_t> done, other;
+  for (uint32_t t = 0; t < w->N; t++) {
+    if (only_simdgroup >= 0 && t / TT_EMU_SIMD_WIDTH != (uint32_t)only_simdgroup)
+      continue;
+    const ThreadSt &ts = w->th[t];
+    if (ts.state == T_DONE) {
+      done.push_back(t);
+    } else if ((ts.state == T_BARRIER || ts.state == T_SIMD) && (!only_state || ts.state == only_state)) {
+      sites[SiteKey{ts.what ? ts.what : "?", ts.line, ts.col}].push_back(t);
+      add_line(w->L->res, ts.line);
+    } else if (ts.state != T_BARRIER && ts.state != T_SIMD) {
+      other.push_back(t);
+    }
+  }
+  bool first = true;
+  for (auto &kv : sites) {
+    m.add(first ? "\n  threads " : ";\n  threads ");
+    first = false;
+    append_ranges(m, kv.second);
+    m.add(" wait at %s (MSL line %u:%u)", kv.first.what, kv.first.line, kv.first.col);
+  }
+  if (!other.empty()) {
+    m.add(";\n  threads ");
+    append_ranges(m, other);
+    m.add(" are still running");
+  }
+  if (!done.empty()) {
+    m.add(";\n  threads ");
+    append_ranges(m, done);
+    m.add(" have returned");
+  }
+}
+
+[[noreturn]] void divergence(Worker *w, const char *kind, uint8_t state, int simdgroup) {
+  if (begin_error(w->L, w, TT_ERR_DIVERGENCE, -1)) {
+    Msg m;
+    m.add("divergent %s", kind);
+    where(m, w, -1);
+    if (simdgroup >= 0)
+      m.add(", simdgroup %d", simdgroup);
+    m.add(": all live threads must reach the same call site;");
+    describe_waiters(w, m, state, simdgroup);
+    set_message(w->L, m);
+  }
+  fail_here(w);
+}
+
+// All live threads wait at a barrier: check the call sites and release them.
+void complete_barrier(Worker *w, int self) {
+  const ThreadSt *ref = nullptr;
+  for (uint32_t t = 0; t < w->N; t++) {
+    const ThreadSt &ts = w->th[t];
+    if (ts.state != T_BARRIER)
+      continue;
+    if (!ref)
+      ref = &ts;
+    else if (ts.line != ref->line || ts.col != ref->col)
+      divergence(w, "threadgroup barrier", T_BARRIER, -1);
+  }
+  for (uint32_t t = 0; t < w->N; t++) {
+    ThreadSt &ts = w->th[t];
+    if (ts.state != T_BARRIER)
+      continue;
+    if ((int)t == self) {
+      ts.state = T_RUNNING;
+    } else {
+      ts.state = T_READY;
+      rq_push(w, t);
+    }
+  }
+  w->n_barrier = 0;
+}
+
+// All live lanes of simdgroup s wait at a collective: check the call sites and release them.
+void complete_simd(Worker *w, uint32_t s, int self) {
+  SimdGroupSt &g = w->sg[s];
+  int ref = -1;
+  for (uint32_t l = 0; l < TT_EMU_SIMD_WIDTH; l++) {
+    if (!(g.arrived >> l & 1))
+      continue;
+    if (ref < 0)
+      ref = (int)l;
+    else if (g.line[l] != g.line[ref] || g.col[l] != g.col[ref] || strcmp(g.what[l], g.what[ref]) != 0 ||
+             g.size[l] != g.size[ref])
+      divergence(w, "SIMD-group collective", T_SIMD, (int)s);
+  }
+  tt_simd_xchg *x = &g.x[g.gen & 1];
+  x->active = g.arrived;
+  x->nlanes = (uint32_t)__builtin_popcount(g.full);
+  for (uint32_t l = 0; l < TT_EMU_SIMD_WIDTH; l++) {
+    if (!(g.arrived >> l & 1))
+      continue;
+    uint32_t t = s * TT_EMU_SIMD_WIDTH + l;
+    if ((int)t == self) {
+      w->th[t].state = T_RUNNING;
+    } else {
+      w->th[t].state = T_READY;
+      rq_push(w, t);
+    }
+  }
+  g.arrived = 0;
+  g.gen++;
+}
+
+void thread_finished(Worker *w, uint32_t t) {
+  w->th[t].state = T_DONE;
+  w->n_done++;
+  SimdGroupSt &g = w->sg[t / TT_EMU_SIMD_WIDTH];
+  g.done |= 1u << (t % TT_EMU_SIMD_WIDTH);
+  if (g.arrived && (g.arrived | g.done) == g.full)
+    complete_simd(w, t / TT_EMU_SIMD_WIDTH, -1);
+  if (w->n_barrier && w->n_barrier + w->n_done == w->N)
+    complete_barrier(w, -1);
+}
+
+void fiber_main(void *arg) {
+  Fiber *f = (Fiber *)arg;
+  Worker *w = tl_worker;
+  for (;;) {
+    uint32_t t = f->thread;
+    w->cur_fiber = f;
+    w->cur_thread = t;
+    ThreadSt &ts = w->th[t];
+    ts.fiber = f;
+    ts.state = T_RUNNING;
+    tt_thread_info ti;
+    fill_ti(w, t, &ti);
+    w->L->d->entry(w->L->slots, &ti);
+    thread_finished(w, t);
+    if (w->rq_count) {
+      release_fiber(w, f);
+      uint32_t n = rq_pop(w);
+      ctx_switch(&f->ctx, &w->th[n].fiber->ctx);
+      __builtin_unreachable();
+    }
+    if (w->next_unstarted < w->N) {
+      f->thread = w->next_unstarted++; // run the next thread on this same stack
+      continue;
+    }
+    release_fiber(w, f);
+    ctx_switch(&f->ctx, &w->main);
+    __builtin_unreachable();
+  }
+}
+
+void report_deadlock(Worker *w) {
+  if (begin_error(w->L, w, TT_ERR_DEADLOCK, -1)) {
+    Msg m;
+    m.add("deadlock");
+    where(m, w, -1);
+    m.add(": no thread can make progress (barrier or SIMD-group collective not reached by every live thread "
+          "of the threadgroup/simdgroup);");
+    describe_waiters(w, m, 0, -1);
+    set_message(w->L, m);
+  }
+}
+
+bool run_threadgroup(Worker *w, uint64_t linear) {
+  const tt_launch_desc *d = w->L->d;
+  uint64_t gx = d->grid[0], gy = d->grid[1];
+  w->tgpos[0] = (uint32_t)(linear % gx);
+  w->tgpos[1] = (uint32_t)((linear / gx) % gy);
+  w->tgpos[2] = (uint32_t)(linear / (gx * gy));
+  memcpy(w->ti_proto.tgpos, w->tgpos, sizeof(w->tgpos));
+  w->next_unstarted = 0;
+  w->n_done = 0;
+  w->n_barrier = 0;
+  w->rq_head = w->rq_count = 0;
+  for (uint32_t s = 0; s < w->nsg; s++) {
+    SimdGroupSt &g = w->sg[s];
+    g.arrived = g.done = 0;
+    g.gen = 0;
+  }
+  w->nsites = 0;
+  w->tg_top = w->tg_hi;
+  reset_fibers(w);
+  Fiber *f = start_fiber(w, w->next_unstarted++);
+  ctx_switch(&w->main, &f->ctx);
+  if (w->n_done != w->N) {
+    report_deadlock(w);
+    return false;
+  }
+  return true;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Buffers
+// ------------------------------------------------------------------------------------------------
+
+const unsigned char kCanary = 0xA5;
+std::mutex g_region_mu;
+std::multimap<size_t, Region> &g_region_pool = *new std::multimap<size_t, Region>();
+size_t g_region_pool_bytes = 0;
+const size_t kRegionPoolMax = (size_t)512 << 20;
+
+inline size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+bool acquire_region(size_t need, Region *out) {
+  size_t bodylen = round_up(need + 16, g_page);
+  {
+    std::lock_guard<std::mutex> lk(g_region_mu);
+    auto it = g_region_pool.find(bodylen);
+    if (it != g_region_pool.end()) {
+      *out = it->second;
+      g_region_pool.erase(it);
+      g_region_pool_bytes -= out->maplen;
+      return true;
+    }
+  }
+  size_t maplen = bodylen + 2 * g_guard;
+  char *m = (char *)mmap(nullptr, maplen, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (m == MAP_FAILED)
+    return false;
+  if (mprotect(m + g_guard, bodylen, PROT_READ | PROT_WRITE) != 0) {
+    munmap(m, maplen);
+    return false;
+  }
+  out->map = m;
+  out->maplen = maplen;
+  out->body = m + g_guard;
+  out->bodylen = bodylen;
+  return true;
+}
+
+void release_region(Region &r, bool was_readonly) {
+  if (!r.map)
+    return;
+  if (was_readonly)
+    mprotect(r.body, r.bodylen, PROT_READ | PROT_WRITE);
+  std::lock_guard<std::mutex> lk(g_region_mu);
+  if (g_region_pool_bytes + r.maplen <= kRegionPoolMax) {
+    g_region_pool.emplace(r.bodylen, r);
+    g_region_pool_bytes += r.maplen;
+  } else {
+    munmap(r.map, r.maplen);
+  }
+  r.map = nullptr;
+}
+
+// Groups buffers whose host spans overlap (the same tensor bound twice must stay aliased), copies
+// each group into a guarded region and fills the slot table.
+bool setup_buffers(Launch *L, Msg &err) {
+  const tt_launch_desc *d = L->d;
+  std::vector<int> order;
+  for (uint32_t i = 0; i < d->nbuffers; i++) {
+    const tt_buffer_desc &b = d->buffers[i];
+    if (b.slot > TT_EMU_MAX_SLOTS) {
+      err.add("buffer slot %u out of range (Metal has %d)", b.slot, TT_EMU_MAX_SLOTS);
+      return false;
+    }
+    order.push_back((int)i);
+  }
+  std::sort(order.begin(), order.end(), [&](int a, int b) {
+    return (uintptr_t)d->buffers[a].host < (uintptr_t)d->buffers[b].host;
+  });
+  for (int i : order) {
+    const tt_buffer_desc &b = d->buffers[i];
+    uintptr_t lo = (uintptr_t)b.host, hi = lo + b.nbytes;
+    bool scalar = b.flags & TT_BUF_SCALAR;
+    if (!scalar && b.nbytes && !L->groups.empty()) {
+      Group &g = L->groups.back();
+      if (!g.scalar && g.hi > g.lo && lo < g.hi) { // overlaps the previous group
+        g.hi = std::max(g.hi, hi);
+        g.readonly = g.readonly && (b.flags & TT_BUF_READONLY);
+        g.members.push_back(i);
+        continue;
+      }
+    }
+    Group g;
+    g.lo = lo;
+    g.hi = hi;
+    g.readonly = b.flags & TT_BUF_READONLY;
+    g.scalar = scalar;
+    g.members.push_back(i);
+    L->groups.push_back(std::move(g));
+  }
+  for (Group &g : L->groups) {
+    size_t n = g.hi - g.lo;
+    if (!acquire_region(n, &g.r)) {
+      err.add("cannot map %zu bytes for buffer '%s'", n, d->buffers[g.members[0]].name);
+      return false;
+    }
+    uintptr_t end = (uintptr_t)g.r.body + g.r.bodylen;
+    uintptr_t want = g.scalar ? 0 : (g.lo & 15); // keep the host pointer's alignment modulo 16
+    uintptr_t data = end - n;
+    data -= (data - want) & 15;
+    g.data = (char *)data;
+    memset(g.r.body, kCanary, data - (uintptr_t)g.r.body);
+    memset((char *)data + n, kCanary, end - (data + n));
+    if (n)
+      memcpy(g.data, (const void *)g.lo, n);
+    if (g.readonly)
+      mprotect(g.r.body, g.r.bodylen, PROT_READ);
+    for (int i : g.members) {
+      const tt_buffer_desc &b = d->buffers[i];
+      L->slots[b.slot] = g.data + ((uintptr_t)b.host - g.lo);
+    }
+  }
+  return true;
+}
+
+void release_buffers(Launch *L) {
+  for (Group &g : L->groups)
+    release_region(g.r, g.readonly);
+  L->groups.clear();
+}
+
+// Describes a buffer parameter and the element index of `addr`.
+void describe_access(Launch *L, const Group &g, int member, uintptr_t addr, Msg &m) {
+  const tt_launch_desc *d = L->d;
+  const tt_buffer_desc &b = d->buffers[member];
+  uintptr_t base = (uintptr_t)g.data + ((uintptr_t)b.host - g.lo);
+  int64_t off = (int64_t)(addr - base);
+  tt_launch_result *r = L->res;
+  r->slot = (int32_t)b.slot;
+  m.add("buffer '%s' [[buffer(%u)]]", b.name ? b.name : "?", b.slot);
+  for (int j : g.members)
+    if (j != member && d->buffers[j].host == b.host && d->buffers[j].nbytes == b.nbytes)
+      m.add(" (same memory as '%s' [[buffer(%u)]])", d->buffers[j].name ? d->buffers[j].name : "?", d->buffers[j].slot);
+  if (b.elem_size) {
+    int64_t es = b.elem_size;
+    int64_t idx = off >= 0 ? off / es : -((-off + es - 1) / es);
+    r->index = idx;
+    m.add(" at element index %lld (buffer has %llu elements of %u bytes", (long long)idx,
+          (unsigned long long)(b.nbytes / b.elem_size), b.elem_size);
+    if (b.nbytes % b.elem_size)
+      m.add(" + %llu bytes", (unsigned long long)(b.nbytes % b.elem_size));
+    m.add(")");
+  } else {
+    r->index = off;
+    m.add(" at byte offset %lld (buffer has %llu bytes)", (long long)off, (unsigned long long)b.nbytes);
+  }
+}
+
+// Maps a faulting address to a buffer; returns false if it is not in any buffer mapping.
+bool classify_buffer_fault(Launch *L, uintptr_t addr, int is_write, Msg &m, int *status) {
+  const tt_launch_desc *d = L->d;
+  for (const Group &g : L->groups) {
+    uintptr_t mlo = (uintptr_t)g.r.map, mhi = mlo + g.r.maplen;
+    if (addr < mlo || addr >= mhi)
+      continue;
+    uintptr_t blo = (uintptr_t)g.r.body, bhi = blo + g.r.bodylen;
+    int member = g.members[0];
+    if (addr >= bhi) { // past the end: the member that ends last
+      for (int j : g.members)
+        if ((uintptr_t)d->buffers[j].host + d->buffers[j].nbytes >
+            (uintptr_t)d->buffers[member].host + d->buffers[member].nbytes)
+          member = j;
+    } else if (addr >= blo) { // inside the body: write to a read-only buffer (or its slack)
+      for (int j : g.members) {
+        uintptr_t s = (uintptr_t)g.data + ((uintptr_t)d->buffers[j].host - g.lo);
+        if (addr >= s && addr < s + d->buffers[j].nbytes) {
+          member = j;
+          break;
+        }
+      }
+    }
+    bool in_bounds = false;
+    {
+      const tt_buffer_desc &b = d->buffers[member];
+      uintptr_t s = (uintptr_t)g.data + ((uintptr_t)b.host - g.lo);
+      in_bounds = addr >= s && addr < s + b.nbytes;
+    }
+    if (in_bounds && g.readonly) {
+      *status = TT_ERR_READONLY_WRITE;
+      m.add("write to read-only (constant or device const) ");
+    } else {
+      *status = TT_ERR_OOB;
+      m.add("out-of-bounds %s of ", is_write == 1 ? "write" : is_write == 0 ? "read" : "access");
+    }
+    describe_access(L, g, member, addr, m);
+    return true;
+  }
+  return false;
+}
+
+// After a launch: detect writes into the slack bytes around each buffer (between the data and the
+// guard pages). Returns false (and records an error) if a canary byte changed.
+bool check_canaries(Launch *L) {
+  for (const Group &g : L->groups) {
+    if (g.readonly)
+      continue; // slack was read-only: writes there already faulted
+    const unsigned char *body = (const unsigned char *)g.r.body;
+    const unsigned char *data = (const unsigned char *)g.data;
+    const unsigned char *end = body + g.r.bodylen;
+    const unsigned char *dend = data + (g.hi - g.lo);
+    const unsigned char *bad = nullptr;
+    for (const unsigned char *p = dend; p < end; p++)
+      if (*p != kCanary) {
+        bad = p;
+        break;
+      }
+    if (!bad)
+      for (const unsigned char *p = data; p > body; p--)
+        if (p[-1] != kCanary) {
+          bad = p - 1;
+          break;
+        }
+    if (!bad)
+      continue;
+    const tt_launch_desc *d = L->d;
+    int member = g.members[0];
+    if (bad >= dend) {
+      for (int j : g.members)
+        if ((uintptr_t)d->buffers[j].host + d->buffers[j].nbytes >
+            (uintptr_t)d->buffers[member].host + d->buffers[member].nbytes)
+          member = j;
+    }
+    if (begin_error(L, nullptr, TT_ERR_OOB, -1)) {
+      Msg m;
+      m.add("out-of-bounds write (found after the launch in the padding next to the buffer) to ");
+      describe_access(L, g, member, (uintptr_t)bad, m);
+      L->res->is_write = 1;
+      m.add("; the faulting thread is unknown");
+      set_message(L, m);
+    }
+    return false;
+  }
+  return true;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Signals
+// ------------------------------------------------------------------------------------------------
+
+const int kSignals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP};
+struct sigaction g_old_act[NSIG];
+
+uintptr_t context_pc(void *ucv) {
+  ucontext_t *uc = (ucontext_t *)ucv;
+#if defined(__x86_64__)
+  return (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+#elif defined(__aarch64__)
+  return (uintptr_t)uc->uc_mcontext.pc;
+#else
+  (void)uc;
+  return 0;
+#endif
+}
+
+int context_is_write(int sig, void *ucv) {
+  if (sig != SIGSEGV && sig != SIGBUS)
+    return -1;
+  ucontext_t *uc = (ucontext_t *)ucv;
+#if defined(__x86_64__)
+  return (uc->uc_mcontext.gregs[REG_ERR] & 2) ? 1 : 0;
+#elif defined(__aarch64__)
+  // Walk the signal frame's extension records for the ESR (ESR_MAGIC = 0x45535201).
+  const unsigned char *p = (const unsigned char *)uc->uc_mcontext.__reserved;
+  const unsigned char *end = p + sizeof(uc->uc_mcontext.__reserved);
+  while (p + 8 <= end) {
+    uint32_t magic, size;
+    memcpy(&magic, p, 4);
+    memcpy(&size, p + 4, 4);
+    if (!magic || size < 8)
+      break;
+    if (magic == 0x45535201 && size >= 16) {
+      uint64_t esr;
+      memcpy(&esr, p + 8, 8);
+      uint32_t ec = (uint32_t)(esr >> 26) & 0x3f;
+      if (ec == 0x24 || ec == 0x25)
+        return (esr >> 6) & 1 ? 1 : 0;
+      return -1;
+    }
+    p += size;
+  }
+  return -1;
+#else
+  (void)uc;
+  return -1;
+#endif
+}
+
+#if defined(__x86_64__)
+// x86 raises #DE for integer division by zero and for INT_MIN / -1; Metal (like AArch64) does not
+// trap. Emulate the instruction with AArch64's results (quotient 0 and remainder = dividend for a
+// zero divisor; quotient = dividend and remainder 0 for the overflow case) and skip it.
+const int kGregOf[16] = {REG_RAX, REG_RCX, REG_RDX, REG_RBX, REG_RSP, REG_RBP, REG_RSI, REG_RDI,
+                         REG_R8,  REG_R9,  REG_R10, REG_R11, REG_R12, REG_R13, REG_R14, REG_R15};
+
+bool fixup_divide(void *ucv) {
+  ucontext_t *uc = (ucontext_t *)ucv;
+  greg_t *g = uc->uc_mcontext.gregs;
+  const uint8_t *p = (const uint8_t *)g[REG_RIP];
+  bool op16 = false;
+  for (int i = 0; i < 8; i++) {
+    uint8_t b = *p;
+    if (b == 0x66) {
+      op16 = true;
+      p++;
+    } else if (b == 0x67 || b == 0xF0 || b == 0xF2 || b == 0xF3 || b == 0x2E || b == 0x36 || b == 0x3E ||
+               b == 0x26 || b == 0x64 || b == 0x65) {
+      p++;
+    } else {
+      break;
+    }
+  }
+  int rex = 0;
+  if ((*p & 0xF0) == 0x40)
+    rex = *p++;
+  uint8_t op = *p++;
+  if (op != 0xF6 && op != 0xF7)
+    return false;
+  uint8_t modrm = *p++;
+  int mod = modrm >> 6, reg = (modrm >> 3) & 7, rm = modrm & 7;
+  if (reg != 6 && reg != 7)
+    return false;
+  bool is_signed = reg == 7;
+  int width = op == 0xF6 ? 8 : (rex & 8) ? 64 : op16 ? 16 : 32;
+  uint64_t raw;
+  if (mod == 3) {
+    if (width == 8 && !rex && rm >= 4)
+      raw = ((uint64_t)g[kGregOf[rm - 4]] >> 8) & 0xff; // AH, CH, DH, BH
+    else
+      raw = (uint64_t)g[kGregOf[rm | ((rex & 1) << 3)]];
+  } else {
+    uint64_t ea = 0;
+    bool riprel = false;
+    int64_t disp = 0;
+    if (rm == 4) {
+      uint8_t sib = *p++;
+      int scale = 1 << (sib >> 6), index = ((sib >> 3) & 7) | ((rex & 2) << 2), base = (sib & 7) | ((rex & 1) << 3);
+      if (index != 4)
+        ea += (uint64_t)g[kGregOf[index]] * (uint64_t)scale;
+      if ((sib & 7) == 5 && mod == 0) {
+        int32_t d32;
+        memcpy(&d32, p, 4);
+        p += 4;
+        disp = d32;
+      } else {
+        ea += (uint64_t)g[kGregOf[base]];
+      }
+    } else if (rm == 5 && mod == 0) {
+      int32_t d32;
+      memcpy(&d32, p, 4);
+      p += 4;
+      disp = d32;
+      riprel = true;
+    } else {
+      ea += (uint64_t)g[kGregOf[rm | ((rex & 1) << 3)]];
+    }
+    if (mod == 1) {
+      disp += (int8_t)*p++;
+    } else if (mod == 2) {
+      int32_t d32;
+      memcpy(&d32, p, 4);
+      p += 4;
+      disp += d32;
+    }
+    ea += (uint64_t)disp;
+    if (riprel)
+      ea += (uint64_t)p;
+    raw = 0;
+    memcpy(&raw, (const void *)ea, (size_t)width / 8);
+  }
+  uint64_t mask = width == 64 ? ~0ull : ((1ull << width) - 1);
+  raw &= mask;
+  uint64_t rax = (uint64_t)g[REG_RAX];
+  uint64_t lowdiv = width == 8 ? (rax & 0xff) : (rax & mask); // low half of the dividend
+  uint64_t q, r;
+  if (raw == 0) {
+    q = 0;
+    r = lowdiv;
+  } else if (is_signed && raw == mask) {
+    q = lowdiv; // INT_MIN / -1 == INT_MIN (wraps)
+    r = 0;
+  } else {
+    return false; // quotient overflow of a hand-written wide division: not ours to emulate
+  }
+  uint64_t rdx = (uint64_t)g[REG_RDX];
+  switch (width) {
+  case 8:
+    rax = (rax & ~0xffffull) | (q & 0xff) | ((r & 0xff) << 8);
+    break;
+  case 16:
+    rax = (rax & ~0xffffull) | (q & 0xffff);
+    rdx = (rdx & ~0xffffull) | (r & 0xffff);
+    break;
+  case 32:
+    rax = q & 0xffffffffull;
+    rdx = r & 0xffffffffull;
+    break;
+  default:
+    rax = q;
+    rdx = r;
+  }
+  g[REG_RAX] = (greg_t)rax;
+  if (width != 8)
+    g[REG_RDX] = (greg_t)rdx;
+  g[REG_RIP] = (greg_t)(uintptr_t)p;
+  return true;
+}
+#endif
+
+void chain_signal(int sig, siginfo_t *si, void *uc) {
+  struct sigaction *old = &g_old_act[sig];
+  if (old->sa_flags & SA_SIGINFO) {
+    if (old->sa_sigaction) {
+      old->sa_sigaction(sig, si, uc);
+      return;
+    }
+  } else if (old->sa_handler != SIG_DFL && old->sa_handler != SIG_IGN) {
+    old->sa_handler(sig);
+    return;
+  }
+  // Default action: reinstall it; returning re-executes the faulting instruction.
+  signal(sig, SIG_DFL);
+}
+
+void on_signal(int sig, siginfo_t *si, void *uc) {
+  Worker *w = tl_worker;
+  if (w && w->active) {
+#if defined(__x86_64__)
+    if (sig == SIGFPE && fixup_divide(uc))
+      return;
+#endif
+    w->fault_sig = sig;
+    w->fault_addr = si->si_addr;
+    w->fault_pc = context_pc(uc);
+    w->fault_write = context_is_write(sig, uc);
+    w->active = false;
+    siglongjmp(w->jb, 2);
+  }
+  chain_signal(sig, si, uc);
+}
+
+void install_handlers() {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof(sa));
+  sa.sa_sigaction = on_signal;
+  sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+  sigemptyset(&sa.sa_mask);
+  for (int s : kSignals)
+    sigaction(s, &sa, &g_old_act[s]);
+}
+
+void restore_handlers() {
+  for (int s : kSignals)
+    sigaction(s, &g_old_act[s], nullptr);
+}
+
+// Turns the fault captured by the handler into an error message (normal context).
+void report_fault(Worker *w) {
+  Launch *L = w->L;
+  int sig = w->fault_sig;
+  uintptr_t addr = (uintptr_t)w->fault_addr;
+  int thread = (int)w->cur_thread;
+  Msg m;
+  int status = TT_ERR_SEGV;
+  bool known = false;
+  if (sig == SIGSEGV || sig == SIGBUS) {
+    known = classify_buffer_fault(L, addr, w->fault_write, m, &status);
+    if (!known && w->tg_map) {
+      uintptr_t lo = (uintptr_t)w->tg_map, hi = (uintptr_t)w->tg_hi + g_guard;
+      if (addr >= lo && addr < hi) {
+        status = TT_ERR_TG_OOB;
+        known = true;
+        m.add("out-of-bounds %s of threadgroup memory",
+              w->fault_write == 1 ? "write" : w->fault_write == 0 ? "read" : "access");
+        const TgSite *best = nullptr;
+        for (int i = 0; i < w->nsites; i++)
+          if (!best || w->sites[i].ptr > best->ptr)
+            best = &w->sites[i];
+        if (addr >= (uintptr_t)w->tg_hi && best)
+          m.add(" ('%s' has %u bytes; access at byte offset %lld)", best->name ? best->name : "?", best->size,
+                (long long)(addr - (uintptr_t)best->ptr));
+        else
+          m.add(" (byte %lld below the threadgroup allocation)",
+                (long long)((uintptr_t)w->tg_top - addr));
+      }
+    }
+    if (!known) {
+      for (Fiber *f : w->fibers)
+        if (addr >= (uintptr_t)f->map && addr < (uintptr_t)f->stack_lo) {
+          status = TT_ERR_STACK;
+          known = true;
+          m.add("stack overflow of an emulated thread (%zu KB per thread; raise TRITON_APPLE_EMULATOR_STACK_KB)",
+                w->stack_size / 1024);
+          break;
+        }
+    }
+    if (!known)
+      m.add("invalid memory %s at address %p (not inside any bound buffer)",
+            w->fault_write == 1 ? "write" : w->fault_write == 0 ? "read" : "access", (void *)addr);
+  } else {
+    status = TT_ERR_SIGNAL;
+    m.add("%s", sig == SIGFPE ? "arithmetic exception (SIGFPE)"
+                : sig == SIGILL ? "illegal instruction (SIGILL; e.g. __builtin_trap / unreachable code)"
+                                : "trap (SIGTRAP)");
+  }
+  if (begin_error(L, w, status, thread)) {
+    L->res->is_write = w->fault_write;
+    L->res->pc = w->fault_pc;
+    Dl_info info;
+    if (w->fault_pc && dladdr((void *)w->fault_pc, &info) && info.dli_fname) {
+      L->res->pc_offset = w->fault_pc - (uintptr_t)info.dli_fbase;
+      snprintf(L->res->pc_module, sizeof(L->res->pc_module), "%s", info.dli_fname);
+    }
+    where(m, w, thread);
+    set_message(L, m);
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Workers and the host thread pool
+// ------------------------------------------------------------------------------------------------
+
+size_t g_stack_default = 256 * 1024;
+
+bool prepare_worker(Worker *w, Launch *L) {
+  const tt_launch_desc *d = L->d;
+  size_t ss = d->stack_kb ? (size_t)d->stack_kb * 1024 : g_stack_default;
+  ss = round_up(std::max<size_t>(ss, 16 * 1024), g_page);
+  if (ss != w->stack_size) {
+    free_all_fibers(w);
+    w->stack_size = ss;
+  }
+  if (!w->tg_map) {
+    size_t len = 2 * g_guard + round_up(TT_EMU_TG_MEM_LIMIT, g_page);
+    char *m = (char *)mmap(nullptr, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED)
+      return false;
+    mprotect(m + g_guard, round_up(TT_EMU_TG_MEM_LIMIT, g_page), PROT_READ | PROT_WRITE);
+    w->tg_map = m;
+    w->tg_hi = m + g_guard + round_up(TT_EMU_TG_MEM_LIMIT, g_page);
+    w->tg_lo = w->tg_hi - TT_EMU_TG_MEM_LIMIT;
+  }
+  w->L = L;
+  w->N = d->tg[0] * d->tg[1] * d->tg[2];
+  w->nsg = (w->N + TT_EMU_SIMD_WIDTH - 1) / TT_EMU_SIMD_WIDTH;
+  for (uint32_t s = 0; s < w->nsg; s++) {
+    uint32_t lanes = std::min<uint32_t>(TT_EMU_SIMD_WIDTH, w->N - s * TT_EMU_SIMD_WIDTH);
+    w->sg[s].full = lanes == 32 ? 0xffffffffu : ((1u << lanes) - 1);
+  }
+  tt_thread_info &p = w->ti_proto;
+  memset(&p, 0, sizeof(p));
+  for (int i = 0; i < 3; i++) {
+    p.ntg[i] = d->grid[i];
+    p.tptg[i] = d->tg[i];
+  }
+  p.nsg = w->nsg;
+  p.simd_width = TT_EMU_SIMD_WIDTH;
+  w->nevents = 0;
+  w->fault_sig = 0;
+  return true;
+}
+
+void run_worker(Worker *w, Launch *L) {
+  tl_worker = w;
+  if (!prepare_worker(w, L)) {
+    if (begin_error(L, nullptr, TT_ERR_INTERNAL, -1)) {
+      Msg m;
+      m.add("cannot allocate threadgroup memory");
+      set_message(L, m);
+    }
+    return;
+  }
+  if (sigsetjmp(w->jb, 1) != 0) {
+    w->active = false;
+    if (w->fault_sig)
+      report_fault(w);
+    L->abort.store(1);
+    return;
+  }
+  for (;;) {
+    if (L->abort.load(std::memory_order_relaxed))
+      break;
+    uint64_t i = L->next_tg.fetch_add(1);
+    if (i >= L->total_tg)
+      break;
+    w->active = true;
+    bool ok = run_threadgroup(w, i);
+    w->active = false;
+    if (!ok) {
+      L->abort.store(1);
+      break;
+    }
+  }
+}
+
+// Synchronisation objects are immortal (never destroyed): pool threads stay blocked on them until
+// the process exits, and destroying a condition variable with waiters blocks in glibc.
+struct PoolSync {
+  std::mutex launch_mu; // one launch at a time (signal handlers and altstacks are process-wide)
+  std::mutex pool_mu;
+  std::condition_variable pool_cv, done_cv;
+  std::vector<Worker *> pool; // host threads 1..n-1
+};
+PoolSync *g_sync = new PoolSync();
+#define g_launch_mu (g_sync->launch_mu)
+#define g_pool_mu (g_sync->pool_mu)
+#define g_pool_cv (g_sync->pool_cv)
+#define g_done_cv (g_sync->done_cv)
+#define g_pool (g_sync->pool)
+Worker *g_caller_worker = nullptr;
+uint64_t g_gen = 0;
+Launch *g_cur = nullptr;
+int g_nactive = 0, g_pending = 0;
+
+void setup_altstack(Worker *w) {
+  if (!w->altstack) {
+    w->altstack_size = 64 * 1024;
+    w->altstack = (char *)mmap(nullptr, w->altstack_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  }
+}
+
+void *pool_main(void *arg) {
+  Worker *w = (Worker *)arg;
+  stack_t ss;
+  memset(&ss, 0, sizeof(ss));
+  ss.ss_sp = w->altstack;
+  ss.ss_size = w->altstack_size;
+  sigaltstack(&ss, nullptr);
+  tl_worker = w;
+  uint64_t seen = 0;
+  std::unique_lock<std::mutex> lk(g_pool_mu);
+  for (;;) {
+    g_pool_cv.wait(lk, [&] { return g_gen != seen; });
+    seen = g_gen;
+    if (w->id >= g_nactive)
+      continue;
+    Launch *L = g_cur;
+    lk.unlock();
+    run_worker(w, L);
+    lk.lock();
+    if (--g_pending == 0)
+      g_done_cv.notify_all();
+  }
+  return nullptr;
+}
+
+bool ensure_pool(int n) { // n host threads including the caller
+  while ((int)g_pool.size() < n - 1) {
+    Worker *w = new (std::nothrow) Worker();
+    if (!w)
+      return false;
+    w->id = (int)g_pool.size() + 1;
+    setup_altstack(w);
+    sigset_t all, old;
+    sigfillset(&all);
+    for (int s : kSignals)
+      sigdelset(&all, s);
+    sigdelset(&all, SIGABRT);
+    pthread_sigmask(SIG_SETMASK, &all, &old); // pool threads never take asynchronous signals
+    pthread_t tid;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    int rc = pthread_create(&tid, &attr, pool_main, w);
+    pthread_attr_destroy(&attr);
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    if (rc != 0) {
+      delete w;
+      return false;
+    }
+    g_pool.push_back(w);
+  }
+  return true;
+}
+
+void after_fork_child() {
+  // The pool threads do not exist in the child: forget them (their memory is leaked on purpose).
+  g_sync = new PoolSync();
+  new (&g_region_mu) std::mutex();
+  g_gen = 0;
+  g_cur = nullptr;
+  g_nactive = g_pending = 0;
+}
+
+int host_thread_count() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    int n = CPU_COUNT(&set);
+    if (n > 0)
+      return n;
+  }
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? (int)n : 1;
+}
+
+struct Init {
+  Init() {
+    long p = sysconf(_SC_PAGESIZE);
+    if (p > 0)
+      g_page = (size_t)p;
+    g_guard = round_up(kGuardBytes, g_page);
+    pthread_atfork(nullptr, nullptr, after_fork_child);
+  }
+} g_init;
+
+void merge_events(Launch *L, Worker *w) {
+  tt_launch_result *r = L->res;
+  for (uint32_t i = 0; i < w->nevents; i++) {
+    const tt_event &e = w->events[i];
+    bool found = false;
+    for (uint32_t j = 0; j < r->nevents; j++) {
+      tt_event &o = r->events[j];
+      if (o.kind == e.kind && o.line == e.line && o.col == e.col && strcmp(o.file, e.file) == 0) {
+        o.count += e.count;
+        found = true;
+        break;
+      }
+    }
+    if (!found && r->nevents < TT_EMU_MAX_EVENTS)
+      r->events[r->nevents++] = e;
+  }
+  w->nevents = 0;
+}
+
+} // namespace
+
+// ------------------------------------------------------------------------------------------------
+// Hooks called by kernel code
+// ------------------------------------------------------------------------------------------------
+
+TT_EXPORT void __tt_barrier(uint32_t flags, uint32_t line, uint32_t col) {
+  (void)flags;
+  Worker *w = tl_worker;
+  if (w->N == 1)
+    return;
+  uint32_t t = w->cur_thread;
+  ThreadSt &ts = w->th[t];
+  ts.state = T_BARRIER;
+  ts.line = line;
+  ts.col = col;
+  ts.what = "threadgroup_barrier";
+  w->n_barrier++;
+  if (w->n_barrier + w->n_done == w->N) {
+    complete_barrier(w, (int)t);
+    return;
+  }
+  schedule_away(w);
+}
+
+TT_EXPORT const tt_simd_xchg *__tt_simd(const char *op, const void *val, uint32_t size, uint32_t param, uint32_t line,
+                                        uint32_t col, uint32_t *lane_out) {
+  Worker *w = tl_worker;
+  uint32_t t = w->cur_thread;
+  uint32_t s = t / TT_EMU_SIMD_WIDTH, lane = t % TT_EMU_SIMD_WIDTH;
+  *lane_out = lane;
+  SimdGroupSt &g = w->sg[s];
+  tt_simd_xchg *x = &g.x[g.gen & 1];
+  if (size > 16)
+    size = 16;
+  if (size)
+    memcpy(x->val[lane], val, size);
+  x->param[lane] = param;
+  g.line[lane] = line;
+  g.col[lane] = col;
+  g.what[lane] = op;
+  g.size[lane] = size;
+  g.arrived |= 1u << lane;
+  ThreadSt &ts = w->th[t];
+  ts.state = T_SIMD;
+  ts.line = line;
+  ts.col = col;
+  ts.what = op;
+  if ((g.arrived | g.done) == g.full)
+    complete_simd(w, s, (int)t);
+  else
+    schedule_away(w);
+  return x;
+}
+
+TT_EXPORT void *__tt_tg_alloc(uint32_t site, uint32_t size, uint32_t align, const char *name) {
+  Worker *w = tl_worker;
+  for (int i = 0; i < w->nsites; i++)
+    if (w->sites[i].site == site)
+      return w->sites[i].ptr;
+  if (align < 16)
+    align = 16;
+  uintptr_t top = (uintptr_t)w->tg_top, lo = (uintptr_t)w->tg_lo;
+  uintptr_t p = size <= top - lo ? ((top - size) & ~(uintptr_t)(align - 1)) : 0;
+  if (!p || p < lo || w->nsites >= (int)(sizeof(w->sites) / sizeof(w->sites[0]))) {
+    if (begin_error(w->L, w, TT_ERR_TG_MEM, (int)w->cur_thread)) {
+      Msg m;
+      m.add("threadgroup memory exhausted: '%s' needs %u bytes but only %zu of the %d bytes Metal allows are left",
+            name ? name : "?", size, (size_t)(top - lo), TT_EMU_TG_MEM_LIMIT);
+      where(m, w, (int)w->cur_thread);
+      set_message(w->L, m);
+    }
+    fail_here(w);
+  }
+  TgSite &s = w->sites[w->nsites++];
+  s.site = site;
+  s.size = size;
+  s.ptr = (char *)p;
+  s.name = name;
+  w->tg_top = (char *)p;
+  return (void *)p;
+}
+
+TT_EXPORT void __tt_fail(int32_t kind, const char *msg, uint32_t line, uint32_t col) {
+  Worker *w = tl_worker;
+  if (begin_error(w->L, w, kind, (int)w->cur_thread)) {
+    Msg m;
+    m.add("%s", msg);
+    if (line)
+      m.add(" (MSL line %u:%u)", line, col);
+    where(m, w, (int)w->cur_thread);
+    add_line(w->L->res, line);
+    set_message(w->L, m);
+  }
+  fail_here(w);
+}
+
+// ---- UndefinedBehaviorSanitizer hooks (kernels are built with -fsanitize=integer-divide-by-zero,
+// signed-integer-overflow (only division is instrumented under -fwrapv), shift-exponent and
+// array-bounds, without the sanitizer runtime: these definitions are that runtime). The layouts
+// below are the compiler's documented handler ABI.
+namespace {
+struct UbLoc {
+  const char *file;
+  uint32_t line, col;
+};
+struct UbType {
+  uint16_t kind, info;
+  char name[1];
+};
+struct UbBinaryData {
+  UbLoc loc;
+  const UbType *a;
+  const UbType *b;
+};
+
+int64_t ub_value(const UbType *t, uintptr_t v) {
+  if (!t || t->kind != 0)
+    return (int64_t)v;
+  unsigned bits = 1u << (t->info >> 1);
+  if (bits > 64)
+    return 0; // passed by pointer; never produced by MSL types
+  bool is_signed = t->info & 1;
+  if (bits < 64) {
+    uint64_t m = (1ull << bits) - 1;
+    uint64_t x = (uint64_t)v & m;
+    if (is_signed && (x >> (bits - 1)) & 1)
+      x |= ~m;
+    return (int64_t)x;
+  }
+  return (int64_t)v;
+}
+
+const char *base_name(const char *p) {
+  const char *s = strrchr(p ? p : "", '/');
+  return s ? s + 1 : (p ? p : "");
+}
+
+void ub_event(uint32_t kind, const UbLoc &loc, int64_t a, int64_t b, const char *what) {
+  Worker *w = tl_worker;
+  if (!w || !w->L)
+    return;
+  int mode = g_ub_mode.load(std::memory_order_relaxed);
+  if (mode == 2)
+    return;
+  if (mode == 1) {
+    if (begin_error(w->L, w, TT_ERR_UB, (int)w->cur_thread)) {
+      Msg m;
+      m.add("undefined behaviour: %s (operands %lld, %lld) at %s line %u:%u", what, (long long)a, (long long)b,
+            base_name(loc.file), loc.line, loc.col);
+      where(m, w, (int)w->cur_thread);
+      add_line(w->L->res, loc.line);
+      set_message(w->L, m);
+    }
+    fail_here(w);
+  }
+  const char *file = base_name(loc.file);
+  for (uint32_t i = 0; i < w->nevents; i++) {
+    tt_event &e = w->events[i];
+    if (e.kind == kind && e.line == loc.line && e.col == loc.col && strncmp(e.file, file, sizeof(e.file) - 1) == 0) {
+      e.count++;
+      return;
+    }
+  }
+  if (w->nevents >= TT_EMU_MAX_EVENTS)
+    return;
+  tt_event &e = w->events[w->nevents++];
+  e.kind = kind;
+  e.line = loc.line;
+  e.col = loc.col;
+  e.count = 1;
+  e.a = a;
+  e.b = b;
+  snprintf(e.file, sizeof(e.file), "%s", file);
+}
+
+void ub_divrem(void *data, uintptr_t lhs, uintptr_t rhs) {
+  const UbBinaryData *d = (const UbBinaryData *)data;
+  int64_t a = ub_value(d->a, lhs), b = ub_value(d->a, rhs);
+  if (b == 0)
+    ub_event(TT_EV_DIV_ZERO, d->loc, a, b, "integer division by zero");
+  else
+    ub_event(TT_EV_DIV_OVERFLOW, d->loc, a, b, "signed integer division overflow");
+}
+
+void ub_shift(void *data, uintptr_t lhs, uintptr_t rhs) {
+  const UbBinaryData *d = (const UbBinaryData *)data;
+  ub_event(TT_EV_SHIFT, d->loc, ub_value(d->a, lhs), ub_value(d->b, rhs), "shift count out of range");
+}
+
+[[noreturn]] void ub_oob(void *data, uintptr_t index) {
+  const UbBinaryData *d = (const UbBinaryData *)data;
+  Worker *w = tl_worker;
+  if (begin_error(w->L, w, TT_ERR_LOCAL_OOB, (int)w->cur_thread)) {
+    Msg m;
+    m.add("index %lld out of bounds for array of type %s at %s line %u:%u", (long long)ub_value(d->b, index),
+          d->a ? d->a->name : "?", base_name(d->loc.file), d->loc.line, d->loc.col);
+    where(m, w, (int)w->cur_thread);
+    add_line(w->L->res, d->loc.line);
+    set_message(w->L, m);
+  }
+  fail_here(w);
+}
+} // namespace
+
+TT_EXPORT void __ubsan_handle_divrem_overflow(void *d, uintptr_t a, uintptr_t b) { ub_divrem(d, a, b); }
+TT_EXPORT void __ubsan_handle_divrem_overflow_abort(void *d, uintptr_t a, uintptr_t b) { ub_divrem(d, a, b); }
+TT_EXPORT void __ubsan_handle_shift_out_of_bounds(void *d, uintptr_t a, uintptr_t b) { ub_shift(d, a, b); }
+TT_EXPORT void __ubsan_handle_shift_out_of_bounds_abort(void *d, uintptr_t a, uintptr_t b) { ub_shift(d, a, b); }
+TT_EXPORT void __ubsan_handle_out_of_bounds(void *d, uintptr_t i) { ub_oob(d, i); }
+TT_EXPORT void __ubsan_handle_out_of_bounds_abort(void *d, uintptr_t i) { ub_oob(d, i); }
+
+// ------------------------------------------------------------------------------------------------
+// Public entry points
+// ------------------------------------------------------------------------------------------------
+
+TT_EXPORT int tt_emu_abi_version(void) { return TT_EMU_ABI_VERSION; }
+
+TT_EXPORT int tt_emu_uses_ucontext(void) {
+#ifdef TT_EMU_UCONTEXT
+  return 1;
+#else
+  return 0;
+#endif
+}
+
+TT_EXPORT void tt_emu_set_ub_mode(int mode) { g_ub_mode.store(mode); }
+
+TT_EXPORT int tt_emu_launch(const tt_launch_desc *d, tt_launch_result *res) {
+  memset(res, 0, sizeof(*res));
+  res->slot = -1;
+  res->index = 0;
+  res->is_write = -1;
+  res->thread = -1;
+  std::lock_guard<std::mutex> launch_lock(g_launch_mu);
+  Launch L;
+  L.d = d;
+  L.res = res;
+  memset(L.slots, 0, sizeof(L.slots));
+  {
+    Msg m;
+    uint64_t nthreads = (uint64_t)d->tg[0] * d->tg[1] * d->tg[2];
+    if (!d->entry)
+      m.add("no kernel entry point");
+    else if (nthreads == 0 || nthreads > TT_EMU_MAX_THREADS)
+      m.add("threads per threadgroup (%u,%u,%u) = %llu must be between 1 and %d", d->tg[0], d->tg[1], d->tg[2],
+            (unsigned long long)nthreads, TT_EMU_MAX_THREADS);
+    if (m.n) {
+      res->status = TT_ERR_INVALID;
+      set_message(&L, m);
+      return res->status;
+    }
+  }
+  L.total_tg = (uint64_t)d->grid[0] * d->grid[1] * d->grid[2];
+  if (L.total_tg == 0)
+    return TT_OK;
+  {
+    Msg m;
+    if (!setup_buffers(&L, m)) {
+      release_buffers(&L);
+      res->status = TT_ERR_INVALID;
+      set_message(&L, m);
+      return res->status;
+    }
+  }
+  int want = d->host_threads ? (int)d->host_threads : host_thread_count();
+  int nw = (int)std::min<uint64_t>((uint64_t)std::max(want, 1), L.total_tg);
+  {
+    std::lock_guard<std::mutex> lk(g_pool_mu);
+    if (!ensure_pool(nw))
+      nw = std::max(1, (int)g_pool.size() + 1);
+  }
+  if (!g_caller_worker) {
+    g_caller_worker = new Worker();
+    g_caller_worker->id = 0;
+    setup_altstack(g_caller_worker);
+  }
+  Worker *w0 = g_caller_worker;
+  stack_t ss, old_ss;
+  memset(&ss, 0, sizeof(ss));
+  ss.ss_sp = w0->altstack;
+  ss.ss_size = w0->altstack_size;
+  sigaltstack(&ss, &old_ss);
+  Worker *prev_tl = tl_worker;
+  install_handlers();
+  if (nw > 1) {
+    std::lock_guard<std::mutex> lk(g_pool_mu);
+    g_cur = &L;
+    g_nactive = nw;
+    g_pending = nw - 1;
+    g_gen++;
+    g_pool_cv.notify_all();
+  }
+  run_worker(w0, &L);
+  if (nw > 1) {
+    std::unique_lock<std::mutex> lk(g_pool_mu);
+    g_done_cv.wait(lk, [] { return g_pending == 0; });
+    g_cur = nullptr;
+  }
+  restore_handlers();
+  tl_worker = prev_tl;
+  if (old_ss.ss_flags & SS_DISABLE) {
+    stack_t dis;
+    memset(&dis, 0, sizeof(dis));
+    dis.ss_flags = SS_DISABLE;
+    sigaltstack(&dis, nullptr);
+  } else {
+    sigaltstack(&old_ss, nullptr);
+  }
+  merge_events(&L, w0);
+  for (int i = 0; i < nw - 1; i++)
+    merge_events(&L, g_pool[i]);
+  if (!L.has_error)
+    check_canaries(&L);
+  if (!L.has_error) {
+    for (const Group &g : L.groups)
+      if (!g.readonly && g.hi > g.lo)
+        memcpy((void *)g.lo, g.data, g.hi - g.lo);
+  }
+  release_buffers(&L);
+  return res->status;
+}
+
+namespace {
+struct BenchState {
+  Ctx main, fib;
+  uint32_t n;
+};
+void bench_fiber(void *arg) {
+  BenchState *b = (BenchState *)arg;
+  for (;;)
+    ctx_switch(&b->fib, &b->main);
+}
+} // namespace
+
+TT_EXPORT double tt_emu_bench_switch(uint32_t n) {
+  size_t size = 64 * 1024;
+  char *stack = (char *)mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (stack == MAP_FAILED)
+    return -1;
+  BenchState b;
+  b.n = n;
+  ctx_init(&b.fib, stack, size, bench_fiber, &b);
+  ctx_switch(&b.main, &b.fib); // warm up
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (uint32_t i = 0; i < n; i++)
+    ctx_switch(&b.main, &b.fib);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  munmap(stack, size);
+  double ns = (double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec);
+  return ns / (2.0 * n);
+}
