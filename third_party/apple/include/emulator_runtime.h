@@ -107,7 +107,7 @@ typedef struct tt_launch_result {
   int32_t slot;       /* buffer slot involved, -1 if none */
   int64_t index;      /* element index (or byte offset if elem_size==0) of the bad access */
   int32_t is_write;   /* 1 write, 0 read, -1 unknown */
-  uint32_t tg[3];     /* threadgroup where the error happened */
+  uint32_t tg[3];     /* threadgroup where the error happened (UINT32_MAX if unknown) */
   int32_t thread;     /* thread_index_in_threadgroup, -1 if none */
   uint32_t nlines;    /* MSL lines involved (1-based, user's source) */
   uint32_t lines[TT_EMU_MAX_LINES];

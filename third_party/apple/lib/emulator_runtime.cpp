@@ -348,6 +348,8 @@ bool begin_error(Launch *L, Worker *w, int status, int thread) {
   if (w) {
     memcpy(r->tg, w->tgpos, sizeof(r->tg));
     r->thread = thread;
+  } else {
+    r->tg[0] = r->tg[1] = r->tg[2] = UINT32_MAX; // not attributable to a threadgroup
   }
   return true;
 }
@@ -429,8 +431,9 @@ Fiber *start_fiber(Worker *w, uint32_t t) {
     if (!f) {
       if (begin_error(w->L, w, TT_ERR_INTERNAL, -1)) {
         Msg m;
-        m.add("cannot allocate a %zu KB stack for emulated thread %u (%zu stacks in use)", w->stack_size / 1024, t,
-              w->fibers.size());
+        m.add("cannot allocate a %zu KB stack for emulated thread %u (%zu stacks in use on this host thread; "
+              "lower TRITON_APPLE_EMULATOR_STACK_KB or TRITON_APPLE_EMULATOR_THREADS, or raise vm.max_map_count)",
+              w->stack_size / 1024, t, w->fibers.size());
         where(m, w, -1);
         set_message(w->L, m);
       }

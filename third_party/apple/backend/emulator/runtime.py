@@ -424,7 +424,7 @@ class EmulatorKernel:
             msg, kind=kind, kernel_name=self.name, param=param, slot=slot,
             index=res.index if kind in ("out_of_bounds", "readonly_write") else None,
             is_write=None if res.is_write < 0 else bool(res.is_write),
-            threadgroup=tuple(res.tg) if res.status not in (1,) else None,
+            threadgroup=tuple(res.tg) if res.status != 1 and res.tg[0] != 0xFFFFFFFF else None,
             thread=res.thread if res.thread >= 0 else None, msl_lines=lines)
 
 
