@@ -198,9 +198,12 @@ inline void ctx_switch(Ctx *from, Ctx *to) { swapcontext(&from->uc, &to->uc); }
 
 size_t g_page = 4096;
 // PROT_NONE zones around buffers and threadgroup memory: wide enough that a strided or indexed access a
-// long way past the end still faults instead of landing in unrelated memory (address space only).
-const size_t kGuardBytes = 64 * 1024;
+// long way past the end (e.g. a wrong row stride) still faults instead of landing in unrelated memory.
+// They only reserve address space (no memory, no commit charge).
+const size_t kGuardBytes = (size_t)64 << 20;
+const size_t kTgGuardBytes = (size_t)1 << 20;
 size_t g_guard = kGuardBytes;
+size_t g_tg_guard = kTgGuardBytes;
 
 enum : uint8_t { T_UNSTARTED, T_RUNNING, T_READY, T_BARRIER, T_SIMD, T_DONE };
 
@@ -728,7 +731,7 @@ bool acquire_region(size_t need, Region *out) {
     if (it != g_region_pool.end()) {
       *out = it->second;
       g_region_pool.erase(it);
-      g_region_pool_bytes -= out->maplen;
+      g_region_pool_bytes -= out->bodylen;
       return true;
     }
   }
@@ -753,9 +756,9 @@ void release_region(Region &r, bool was_readonly) {
   if (was_readonly)
     mprotect(r.body, r.bodylen, PROT_READ | PROT_WRITE);
   std::lock_guard<std::mutex> lk(g_region_mu);
-  if (g_region_pool_bytes + r.maplen <= kRegionPoolMax) {
+  if (g_region_pool_bytes + r.bodylen <= kRegionPoolMax) {
     g_region_pool.emplace(r.bodylen, r);
-    g_region_pool_bytes += r.maplen;
+    g_region_pool_bytes += r.bodylen;
   } else {
     munmap(r.map, r.maplen);
   }
@@ -1176,7 +1179,7 @@ void report_fault(Worker *w) {
   if (sig == SIGSEGV || sig == SIGBUS) {
     known = classify_buffer_fault(L, addr, w->fault_write, m, &status);
     if (!known && w->tg_map) {
-      uintptr_t lo = (uintptr_t)w->tg_map, hi = (uintptr_t)w->tg_hi + g_guard;
+      uintptr_t lo = (uintptr_t)w->tg_map, hi = (uintptr_t)w->tg_hi + g_tg_guard;
       if (addr >= lo && addr < hi) {
         status = TT_ERR_TG_OOB;
         known = true;
@@ -1241,13 +1244,13 @@ bool prepare_worker(Worker *w, Launch *L) {
     w->stack_size = ss;
   }
   if (!w->tg_map) {
-    size_t len = 2 * g_guard + round_up(TT_EMU_TG_MEM_LIMIT, g_page);
+    size_t len = 2 * g_tg_guard + round_up(TT_EMU_TG_MEM_LIMIT, g_page);
     char *m = (char *)mmap(nullptr, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (m == MAP_FAILED)
       return false;
-    mprotect(m + g_guard, round_up(TT_EMU_TG_MEM_LIMIT, g_page), PROT_READ | PROT_WRITE);
+    mprotect(m + g_tg_guard, round_up(TT_EMU_TG_MEM_LIMIT, g_page), PROT_READ | PROT_WRITE);
     w->tg_map = m;
-    w->tg_hi = m + g_guard + round_up(TT_EMU_TG_MEM_LIMIT, g_page);
+    w->tg_hi = m + g_tg_guard + round_up(TT_EMU_TG_MEM_LIMIT, g_page);
     w->tg_lo = w->tg_hi - TT_EMU_TG_MEM_LIMIT;
   }
   w->L = L;
@@ -1409,6 +1412,7 @@ struct Init {
     if (p > 0)
       g_page = (size_t)p;
     g_guard = round_up(kGuardBytes, g_page);
+    g_tg_guard = round_up(kTgGuardBytes, g_page);
     pthread_atfork(nullptr, nullptr, after_fork_child);
   }
 } g_init;
