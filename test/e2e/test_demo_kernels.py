@@ -81,6 +81,7 @@ def test_layer_norm(shape, device):
 def test_second_launch_hits_the_cache(device):
     from triton.backends.apple.compiler import AppleBackend
     calls = []
+    saved = AppleBackend.__dict__["make_msl"]
     original = AppleBackend.make_msl
 
     def counting(mod, metadata, opt):
@@ -102,4 +103,4 @@ def test_second_launch_hits_the_cache(device):
         assert torch.equal(out, x)
         assert len(calls) <= 1  # compiled at most once (zero when the on-disk cache already had it)
     finally:
-        AppleBackend.make_msl = original
+        AppleBackend.make_msl = saved

@@ -62,7 +62,8 @@ def test_reduce_1d_dtypes_with_argmax(dtype, device):
     else:
         assert out[0].item() == x.to(torch.int64).sum().to(dtype).item()
     assert out[1].item() == x.max().item()
-    assert out[2].item() == int(torch.argmax(x.to(torch.float64)).item())
+    # the index is stored in the element type, so it wraps like a cast would
+    assert out[2].item() == torch.argmax(x.to(torch.float64)).to(dtype).item()
 
 
 def test_max_propagates_nan_and_sum_of_halves(device):
@@ -155,8 +156,8 @@ def test_integer_division_and_shifts_follow_triton(device):
     # shifts by >= 32 give 0 / the sign)
     assert outs[0].tolist() == [3, -3, -3, 0, -2**31, 0, 0, 0, 715827882, 0]
     assert outs[1].tolist() == [1, -1, 1, 0, 0, 0, -1, 1, 1, 12]
-    assert outs[2].tolist() == [28, -28, 0, 0, 0, 5, 0, 0, -8, 0]
-    assert outs[3].tolist() == [1, -2, 0, -7, -1, 5, -1, 0, 715827882, 0]
+    assert outs[2].tolist() == [28, -28, 0, -7, 0, 5, 0, 0, -8, 0]
+    assert outs[3].tolist() == [1, -2, 0, -7, -1, 5, -1, 0, 268435455, 0]
 
 
 @triton.jit
@@ -183,9 +184,9 @@ def test_float_casts(device):
     # float -> int saturates and maps NaN to 0 (Metal's and NVIDIA's hardware behaviour)
     assert i32.tolist() == [0, 0, 1, -1, 2**31 - 1, -2**31, 0, 2**31 - 1, 255, 256, 65520, 0, 0, 2, 1, 3]
     assert u8.tolist()[:4] == [0, 0, 1, 0] and u8.tolist()[8] == 255
-    assert torch.equal(h, x.to(torch.float16))  # round to nearest even, overflow to inf
-    assert torch.equal(bf.float(), x.to(torch.bfloat16).float()) or torch.equal(
-        torch.isnan(bf.float()), torch.isnan(x.to(torch.bfloat16).float()))
+    # round to nearest even, overflow to inf, NaN stays NaN
+    torch.testing.assert_close(h, x.to(torch.float16), rtol=0, atol=0, equal_nan=True)
+    torch.testing.assert_close(bf, x.to(torch.bfloat16), rtol=0, atol=0, equal_nan=True)
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
@@ -205,8 +206,10 @@ def test_minimum_maximum_nan_and_signed_zero(dtype, device):
     k[(1, )](a, b, mx, mn, BLOCK=8)
     torch.testing.assert_close(mx, torch.maximum(a, b), equal_nan=True, rtol=0, atol=0)
     torch.testing.assert_close(mn, torch.minimum(a, b), equal_nan=True, rtol=0, atol=0)
-    assert torch.equal(torch.signbit(mx), torch.signbit(torch.maximum(a, b)))
-    assert torch.equal(torch.signbit(mn), torch.signbit(torch.minimum(a, b)))
+    # IEEE 754-2019 maximum/minimum (LLVM's llvm.maximum, which Triton lowers to): -0.0 < +0.0.
+    # torch.maximum does not order signed zeros, so these two lanes are checked explicitly.
+    assert mx[2].item() == 0 and not torch.signbit(mx[2]) and not torch.signbit(mx[3])
+    assert torch.signbit(mn[2]) and torch.signbit(mn[3])
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
@@ -216,12 +219,13 @@ def test_math_functions(dtype, device):
     def k(x_ptr, o_ptr, BLOCK: tl.constexpr):
         i = tl.arange(0, BLOCK)
         x = tl.load(x_ptr + i)
-        tl.store(o_ptr + i, tl.exp(x))
-        tl.store(o_ptr + BLOCK + i, tl.log(tl.abs(x) + 1))
-        tl.store(o_ptr + 2 * BLOCK + i, tl.sqrt(tl.abs(x)))
-        tl.store(o_ptr + 3 * BLOCK + i, tl.sin(x))
-        tl.store(o_ptr + 4 * BLOCK + i, tl.cos(x))
-        tl.store(o_ptr + 5 * BLOCK + i, tl.sigmoid(x))
+        xf = x.to(tl.float32)  # Triton's math functions take fp32; results are rounded back to the dtype
+        tl.store(o_ptr + i, tl.exp(xf).to(x.dtype))
+        tl.store(o_ptr + BLOCK + i, tl.log(tl.abs(xf) + 1).to(x.dtype))
+        tl.store(o_ptr + 2 * BLOCK + i, tl.sqrt(tl.abs(xf)).to(x.dtype))
+        tl.store(o_ptr + 3 * BLOCK + i, tl.sin(xf).to(x.dtype))
+        tl.store(o_ptr + 4 * BLOCK + i, tl.cos(xf).to(x.dtype))
+        tl.store(o_ptr + 5 * BLOCK + i, tl.sigmoid(xf).to(x.dtype))
         tl.store(o_ptr + 6 * BLOCK + i, x / 3.0)
 
     x = torch.linspace(-4, 4, 64, device=device).to(dtype)
@@ -238,8 +242,9 @@ def test_math_functions(dtype, device):
 
 
 @triton.jit(noinline=True)
-def _scaled_add(a, b, s):
-    return a + b * s
+def _weight(k, s):
+    # noinline functions take scalars (Triton 3.9 refuses tensor arguments)
+    return (k + 1) * s
 
 
 @triton.jit
@@ -250,7 +255,7 @@ def control_flow_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     k = 0
     while k < n:  # scf.while
         if k % 2 == 0:  # scf.if with a carried value
-            acc = _scaled_add(acc, x, 1.0)  # noinline call
+            acc = acc + x * (_weight(k, 1.0) / (k + 1))  # noinline call returning 1.0
         else:
             acc = acc - x * 0.5
         k += 1

@@ -731,9 +731,13 @@ class ModuleParser:
 
     def _op_scf_while(self, name, result_names, body, region_pos, loc, text) -> Op:
         grp = _Scanner(body)
-        grp.pos = body.index("(")
-        inner = grp.read_balanced()[1:-1]
         names, inits = [], []
+        stripped = body.lstrip()
+        if stripped.startswith("("):
+            grp.pos = body.index("(")
+            inner = grp.read_balanced()[1:-1]
+        else:  # `scf.while : () -> ()` carries nothing
+            inner = ""
         for item in split_top(inner):
             if not item:
                 continue

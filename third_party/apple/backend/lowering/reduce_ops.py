@@ -70,8 +70,42 @@ def _classify(bases: Sequence[Tuple[int, ...]], axis: int, what: str, em: Functi
     return along, off
 
 
-def emit_combine_function(em: FunctionEmitter, op: Op, hint: str) -> str:
-    """Emit the combine region of a reduce/scan as `void f(thread T& acc..., T other...)`."""
+class Combine:
+    """A combine region emitted as an MSL function; `call` spells one invocation."""
+
+    def __init__(self, name: str, captured: List[str]):
+        self.name = name
+        self.captured = captured
+
+    def call(self, accs: List[str], others: List[str]) -> str:
+        return f"{self.name}({', '.join(list(accs) + list(others) + self.captured)});"
+
+
+def _external_values(region) -> list:
+    defined, used = set(), []
+    for block in region.blocks:
+        for a in block.args:
+            defined.add(id(a))
+        for op in block.ops:
+            for inner in op.walk():
+                for r in inner.results:
+                    defined.add(id(r))
+                for reg in inner.regions:
+                    for b in reg.blocks:
+                        for a in b.args:
+                            defined.add(id(a))
+    for block in region.blocks:
+        for op in block.ops:
+            for inner in op.walk():
+                for v in inner.operands:
+                    if id(v) not in defined and all(v is not u for u in used):
+                        used.append(v)
+    return used
+
+
+def emit_combine_function(em: FunctionEmitter, op: Op, hint: str) -> Combine:
+    """Emit the combine region of a reduce/scan as `void f(thread T& acc..., T other..., captured...)`.
+    Values the region reads from outside (hoisted constants, scalars) are re-created or passed in."""
     from .core import FunctionEmitter as Emitter
     region = op.regions[0]
     block = region.entry
@@ -84,6 +118,19 @@ def emit_combine_function(em: FunctionEmitter, op: Op, hint: str) -> str:
         pname = sub.fresh(f"acc{i}" if i < n else f"other{i - n}")
         params.append(f"thread {ct}& {pname}" if i < n else f"{ct} {pname}")
         sub.bind(arg, Lowered(pname, ct))
+    captured = []
+    for v in _external_values(region):
+        owner = v.owner
+        if isinstance(owner, Op) and owner.name == "arith.constant" and not isinstance(v.type, TensorType):
+            sub.lower_op(owner)
+            continue
+        outer = em.get(v)
+        if outer.is_tensor and not outer.uniform:
+            raise em.error("a combine region that reads a tensor defined outside it is not supported")
+        pname = sub.fresh(v.name)
+        params.append(f"{outer.ctype} {pname}")
+        sub.bind(v, Lowered(pname, outer.ctype))
+        captured.append(outer.at(0))
     *body, ret = block.ops
     if ret.name not in ("tt.reduce.return", "tt.scan.return"):
         raise em.error(f"combine region ends with {ret.name}, expected a return")
@@ -92,13 +139,13 @@ def emit_combine_function(em: FunctionEmitter, op: Op, hint: str) -> str:
     temps = []
     for i, v in enumerate(vals):
         t = sub.fresh(f"result{i}")
-        sub.emit(f"{v.ctype} {t} = {v.name};")
+        sub.emit(f"{v.ctype} {t} = {v.at(0)};")
         temps.append(t)
     for i, t in enumerate(temps):
         sub.emit(f"{params[i].split('&')[1].strip()} = {t};")
     text = f"static inline void {name}({', '.join(params)}) {{\n" + "\n".join(sub.lines) + "\n}"
     em.ctx.add_helper(name, text)
-    return name
+    return Combine(name, captured)
 
 
 @lowers("tt.reduce")
@@ -122,8 +169,7 @@ def _reduce(em: FunctionEmitter, op: Op) -> None:
         em.emit(f"{ct} {a}[{K}];")
 
     def call(k: str, others: List[str]) -> str:
-        args = [f"{a}[{k}]" for a in accs] + others
-        return f"{combine}({', '.join(args)});"
+        return combine.call([f"{a}[{k}]" for a in accs], others)
 
     # 1. within each thread
     with em.for_regs(K, "k") as k:

@@ -17,7 +17,7 @@ from .reduce_ops import emit_combine_function
 from .tensor_ops import index_expr, row_major_strides
 
 
-def _combine_into(em: FunctionEmitter, combine: str, ctypes: List[str], earlier: List[str], later: List[str],
+def _combine_into(em: FunctionEmitter, combine, ctypes: List[str], earlier: List[str], later: List[str],
                   out: List[str]) -> None:
     """out_i = earlier ⊕ later, written so that `out` may alias `later`."""
     temps = []
@@ -25,7 +25,7 @@ def _combine_into(em: FunctionEmitter, combine: str, ctypes: List[str], earlier:
         t = em.temp("scan")
         em.emit(f"{ct} {t} = {e};")
         temps.append(t)
-    em.emit(f"{combine}({', '.join(temps + list(later))});")
+    em.emit(combine.call(temps, list(later)))
     for o, t in zip(out, temps):
         em.emit(f"{o} = {t};")
 
