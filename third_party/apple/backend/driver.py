@@ -176,8 +176,12 @@ class AppleUtils:
             fn = getattr(lib, name)
             max_threads = int(getattr(fn, "max_threads_per_threadgroup", MAX_THREADS_PER_THREADGROUP))
             return lib, fn, 0, 0, max_threads
-        from .emulator import compile_msl
-        k = compile_msl(source, name)
+        from .emulator import EmulatorCompileError, compile_msl
+        try:
+            k = compile_msl(source, name)
+        except EmulatorCompileError as e:
+            raise EmulatorCompileError(explain_msl_error(str(e), source, e.msl_lines), e.msl_lines, e.diagnostics,
+                                       e.kernel_name) from None
         return k, k, 0, 0, MAX_THREADS_PER_THREADGROUP
 
     def unload_module(self, module) -> None:
@@ -189,6 +193,26 @@ class AppleUtils:
             "warpSize": 32, "max_num_regs": 0, "sm_clock_rate": 0, "mem_clock_rate": 0, "mem_bus_width": 0,
             "max_threads_per_threadgroup": MAX_THREADS_PER_THREADGROUP
         }
+
+
+def explain_msl_error(message: str, source: str, msl_lines: Sequence[int]) -> str:
+    """Add, for each MSL line an error names, the Triton op and source line it was generated from (the
+    lowering writes `// <op> <file>:<line>` before each op's MSL)."""
+    lines = source.splitlines()
+    notes = []
+    for n in msl_lines:
+        origin = None
+        for k in range(min(n, len(lines)) - 1, -1, -1):
+            text = lines[k].strip()
+            if text.startswith("// ") and ":" in text:
+                origin = text[3:]
+                break
+            if text.startswith("kernel void") or text.startswith("static"):
+                break
+        if origin:
+            op, _, where = origin.partition(" ")
+            notes.append(f"  MSL line {n} was generated from {op} at {where}")
+    return message + ("\n" + "\n".join(notes) if notes else "")
 
 
 class AppleLauncher:
@@ -232,7 +256,12 @@ class AppleLauncher:
         if self.mode == "metal":
             self._dispatch_metal(function, bound, (gridX, gridY, gridZ), threads)
         else:
-            function.launch(grid=(gridX, gridY, gridZ), threadgroup=(threads, 1, 1), buffers=bound)
+            from .emulator import EmulatorLaunchError
+            try:
+                function.launch(grid=(gridX, gridY, gridZ), threadgroup=(threads, 1, 1), buffers=bound)
+            except EmulatorLaunchError as e:
+                e.args = (explain_msl_error(str(e), function.source, e.msl_lines), )
+                raise
         if exit_hook is not None:
             exit_hook(launch_metadata)
 

@@ -249,11 +249,12 @@ class FunctionEmitter:
             raise self.ctx.error(f"operation '{op.name}' is not supported by the apple backend yet", op)
         saved = self.current_op
         self.current_op = op
-        for v in op.results:
-            if v.type.scalar == ScalarType("f64"):
-                raise self.ctx.error(
-                    f"value %{v.name} has type {v.type}: float64 is not supported, Metal has no double type; "
-                    "cast to float32 in the kernel", op)
+        if op.name not in ("arith.constant", "ub.poison"):  # hoisted constants carry no location: report uses
+            for v in list(op.results) + list(op.operands):
+                if v.type.scalar == ScalarType("f64"):
+                    raise self.ctx.error(
+                        f"value %{v.name} has type {v.type}: float64 is not supported, Metal has no double "
+                        "type; cast to float32 in the kernel", op)
         self.ctx.line_map.append((self, len(self.lines), op))
         if op.loc.file:
             self.emit(f"// {op.name} {op.loc.file.rsplit('/', 1)[-1]}:{op.loc.line}")

@@ -80,6 +80,10 @@ def _constant(em: FunctionEmitter, op: Op) -> None:
     res = op.result
     value = str(op.attrs["value"]).strip()
     ty = elem_type(res)
+    if ty.name == "f64":
+        # Hoisted constants have no source location; the op that uses this one reports float64.
+        em.bind(res, Lowered("<float64 constant>", "double"))
+        return
     ct = em.ctype(ty)
     if value.startswith("dense<"):
         inner = value[len("dense<"):-1].strip()

@@ -1,0 +1,90 @@
+"""Bad kernels and bad launches give reports that name the kernel, the op or argument, and the source line."""
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from triton.backends.apple.emulator import EmulatorLaunchError
+from triton.backends.apple.lowering import AppleCompilationError
+
+
+@triton.jit
+def unmasked_copy(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + i, tl.load(x_ptr + i))
+
+
+@pytest.mark.emulator_only
+def test_out_of_bounds_load_names_kernel_argument_and_index():
+    x = torch.randn(100)
+    out = torch.empty(128)
+    with pytest.raises(EmulatorLaunchError) as info:
+        unmasked_copy[(1, )](x, out, BLOCK=128)
+    msg = str(info.value)
+    assert "unmasked_copy" in msg and "x_ptr" in msg
+    assert info.value.param == "x_ptr"
+    assert info.value.index is not None and info.value.index >= 100
+    assert "test_errors.py" in msg  # the Triton source line of the faulting load
+    # the process is fine and the next launch works
+    y = torch.randn(128)
+    unmasked_copy[(1, )](y, out, BLOCK=128)
+    assert torch.equal(out, y)
+
+
+@pytest.mark.emulator_only
+def test_out_of_bounds_store_is_reported():
+    x = torch.randn(256)
+    out = torch.empty(200)
+    with pytest.raises(EmulatorLaunchError) as info:
+        unmasked_copy[(2, )](x, out, BLOCK=128)
+    assert info.value.param == "out_ptr" and info.value.is_write
+
+
+@triton.jit
+def f64_kernel(x_ptr, out_ptr):
+    x = tl.load(x_ptr)
+    y = x.to(tl.float64) * 2
+    tl.store(out_ptr, y.to(tl.float32))
+
+
+def test_float64_is_refused_with_value_and_line():
+    with pytest.raises(Exception) as info:
+        f64_kernel[(1, )](torch.zeros(1), torch.zeros(1))
+    msg = str(info.value)
+    assert "float64" in msg and "Metal has no double" in msg
+    assert "test_errors.py" in msg
+
+
+def test_float64_argument_is_refused():
+
+    @triton.jit
+    def k(x_ptr):
+        tl.store(x_ptr, tl.load(x_ptr) + 1)
+
+    with pytest.raises(Exception, match="float64"):
+        k[(1, )](torch.zeros(4, dtype=torch.float64))
+
+
+def test_shared_memory_over_32kb_is_refused():
+
+    @triton.jit
+    def big_transpose(x_ptr, out_ptr, M: tl.constexpr, N: tl.constexpr):
+        rm = tl.arange(0, M)
+        rn = tl.arange(0, N)
+        x = tl.load(x_ptr + rm[:, None] * N + rn[None, :])
+        tl.store(out_ptr + rn[:, None] * M + rm[None, :], tl.trans(x))
+
+    x = torch.zeros(128 * 128)
+    with pytest.raises(Exception, match="threadgroup memory"):
+        big_transpose[(1, )](x, torch.empty_like(x), M=128, N=128)
+
+
+def test_unsupported_op_names_op_and_line():
+
+    @triton.jit
+    def k(x_ptr):
+        x = tl.load(x_ptr + tl.arange(0, 32))
+        tl.store(x_ptr + tl.arange(0, 32), tl.math.erf(x))
+
+    with pytest.raises(AppleCompilationError, match=r"math\.erf.*\n.*test_errors.py"):
+        k[(1, )](torch.zeros(32))
