@@ -164,10 +164,49 @@ def layout_of(enc: Encoding, shape: Tuple[int, ...], num_warps: int) -> LinearLa
         return slice_layout(layout_of(enc.parent, parent_shape, num_warps), enc.dim)
     if isinstance(enc, LinearEncoding):
         return LinearLayout(tuple(shape), enc.register, enc.lane, enc.warp)
+    if isinstance(enc, DotOperandEncoding) and isinstance(enc.parent, (BlockedEncoding, LinearEncoding)):
+        return fma_operand_layout(enc, shape, num_warps)
     custom = getattr(enc, "linear_layout", None)
     if custom is not None:
         return custom(tuple(shape), num_warps)
     return from_libtriton(enc, tuple(shape))
+
+
+def fma_operand_layout(enc: DotOperandEncoding, shape: Tuple[int, ...], num_warps: int) -> LinearLayout:
+    """Operand layout of an FMA dot whose result has a blocked (or linear) layout: each thread holds the
+    whole K extent of the rows (A) or columns (B) that its result elements need. Rank 2 or 3 (batched);
+    K is the last dim of A and the second-to-last of B."""
+    rank = len(shape)
+    k_dim = rank - 1 if enc.op_idx == 0 else rank - 2
+    keep_dim = rank - 2 if enc.op_idx == 0 else rank - 1  # M for A, N for B
+    # The result's extent along N (for A) / M (for B) does not matter: those bases become broadcasts.
+    parent = layout_of(enc.parent, tuple(_parent_result_shape(shape, enc.op_idx)), num_warps)
+
+    def project(b: Coord) -> Coord:
+        # result coordinate (.., m, n) -> operand coordinate, zero along K
+        out = list(b)
+        if enc.op_idx == 0:
+            out[rank - 1] = 0  # drop n
+        else:
+            out[rank - 2] = 0  # drop m
+        return tuple(out)
+
+    regs = [project(b) for b in parent.reg if any(project(b))]
+    regs += [_unit(rank, k_dim, 1 << i) for i in range(_log2(shape[k_dim]))]
+    lane = tuple(project(b) for b in parent.lane)
+    warp = tuple(project(b) for b in parent.warp)
+    return LinearLayout(tuple(shape), tuple(regs), lane, warp)
+
+
+def _parent_result_shape(shape: Tuple[int, ...], op_idx: int) -> List[int]:
+    """A result shape whose M (A) or N (B) extent matches the operand; the other extent is 1."""
+    rank = len(shape)
+    out = list(shape)
+    if op_idx == 0:
+        out[rank - 1] = 1
+    else:
+        out[rank - 2] = 1
+    return out
 
 
 def from_libtriton(enc: Encoding, shape: Tuple[int, ...]) -> LinearLayout:

@@ -15,7 +15,7 @@ from . import signature as _sig
 from . import toolchain
 from .errors import EmulatorCompileError, EmulatorError, EmulatorLaunchError, EmulatorWarning
 
-ABI_VERSION = 3  # TT_EMU_ABI_VERSION in emulator_runtime.h
+ABI_VERSION = 4  # TT_EMU_ABI_VERSION in emulator_runtime.h
 MAX_LINES = 16
 MAX_EVENTS = 16
 
@@ -39,7 +39,7 @@ class _LaunchDesc(ctypes.Structure):
     _fields_ = [("entry", ctypes.c_void_p), ("kernel_name", ctypes.c_char_p), ("grid", ctypes.c_uint32 * 3),
                 ("tg", ctypes.c_uint32 * 3), ("nbuffers", ctypes.c_uint32), ("host_threads", ctypes.c_uint32),
                 ("buffers", ctypes.POINTER(_BufferDesc)), ("stack_kb", ctypes.c_uint32),
-                ("_pad", ctypes.c_uint32)]
+                ("schedule", ctypes.c_uint32), ("seed", ctypes.c_uint64)]
 
 
 class _Event(ctypes.Structure):
@@ -67,6 +67,16 @@ _EVENT_TEXT = {
     3: "shift by a negative count or by >= the bit width (Metal: undefined result)",
 }
 _UB_MODES = {"warn": 0, "error": 1, "ignore": 2}
+_SCHEDULES = {"forward": 0, "reverse": 1, "random": 2}
+
+
+def _schedule(spec: Optional[str]) -> Tuple[int, int]:
+    """'forward' | 'reverse' | 'random' | 'random:<seed>' -> (TT_SCHED_*, seed)."""
+    spec = (spec or "forward").strip().lower()
+    name, _, seed = spec.partition(":")
+    if name not in _SCHEDULES:
+        raise EmulatorLaunchError(f"unknown emulator schedule {spec!r}; expected forward, reverse or random[:seed]")
+    return _SCHEDULES[name], int(seed) if seed else 0x5EED
 
 _lib = None
 _lib_lock = threading.Lock()
@@ -318,11 +328,15 @@ class EmulatorKernel:
     # -- launching -------------------------------------------------------------------------------
     def launch(self, grid=(1, 1, 1), threadgroup=(1, 1, 1),
                buffers: Union[Mapping[int, Any], Sequence[Any], None] = None, *,
-               host_threads: Optional[int] = None, stack_kb: Optional[int] = None) -> None:
+               host_threads: Optional[int] = None, stack_kb: Optional[int] = None,
+               schedule: Optional[str] = None) -> None:
         """Run the kernel over ``grid`` threadgroups of ``threadgroup`` threads.
 
         ``buffers`` maps buffer slots to arguments (or is a list in slot order). Raises
         :class:`EmulatorLaunchError` on any failure; buffers are written back only on success.
+        ``host_threads``, ``stack_kb`` and ``schedule`` (``"forward"``, ``"reverse"``,
+        ``"random[:seed]"``: the order threads run in between barriers) default to the
+        ``TRITON_APPLE_EMULATOR_{THREADS,STACK_KB,SCHEDULE}`` environment variables.
         """
         grid3 = _dim3(grid, "grid")
         tg3 = _dim3(threadgroup, "threadgroup")
@@ -374,6 +388,8 @@ class EmulatorKernel:
         desc.host_threads = max(0, host_threads)
         desc.buffers = descs
         desc.stack_kb = max(0, stack_kb)
+        desc.schedule, desc.seed = _schedule(schedule if schedule is not None else
+                                             os.environ.get("TRITON_APPLE_EMULATOR_SCHEDULE"))
         res = _LaunchResult()
         mode = os.environ.get("TRITON_APPLE_EMULATOR_UB", "warn").strip().lower()
         self._lib.tt_emu_set_ub_mode(_UB_MODES.get(mode, 0))

@@ -185,6 +185,13 @@ class MemDescType(Type):
         mut = ", mutable" if self.mutable else ""
         return f"!ttg.memdesc<{dims}{self.element}{enc}, {self.memory_space}{mut}>"
 
+    @property
+    def numel(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
 
 @dataclass(frozen=True)
 class OpaqueType(Type):
