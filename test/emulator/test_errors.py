@@ -32,7 +32,7 @@ def _run_oob(emu, n, read_off, write_off, x=None, out=None, host_threads=1):
     out = torch.zeros(n) if out is None else out
     k.launch(grid=(n + 63) // 64, threadgroup=64,
              buffers={0: x, 1: out, 2: emu.Scalar(read_off, "int"), 3: emu.Scalar(write_off, "int"), 4: n},
-             host_threads=host_threads)
+             host_threads=host_threads, schedule="forward")
     return x, out
 
 
@@ -120,7 +120,7 @@ def test_write_to_const_buffer_reported(emu):
     k = emu.compile_msl(RO, "ro")
     x = torch.zeros(32)
     with pytest.raises(emu.EmulatorLaunchError) as ei:
-        k.launch(grid=1, threadgroup=32, buffers=[x])
+        k.launch(grid=1, threadgroup=32, buffers=[x], schedule="forward")
     assert ei.value.kind == "readonly_write" and ei.value.param == "x" and ei.value.index == 0
     assert ei.value.msl_lines == [line_of(RO, "w[gid] = 1.0f")]
 
@@ -137,7 +137,7 @@ kernel void local_oob(device float* out [[buffer(0)]], uint tid [[thread_index_i
 def test_local_array_index_out_of_bounds(emu):
     k = emu.compile_msl(LOCAL, "local_oob")
     with pytest.raises(emu.EmulatorLaunchError) as ei:
-        k.launch(grid=1, threadgroup=16, buffers=[torch.zeros(16)])
+        k.launch(grid=1, threadgroup=16, buffers=[torch.zeros(16)], schedule="forward")
     e = ei.value
     assert e.kind == "local_out_of_bounds" and e.thread == 8 and e.msl_lines == [line_of(LOCAL, "acc[tid]")]
 

@@ -153,7 +153,8 @@ def test_threadgroup_out_of_bounds(emu, past_end):
     k.launch(grid=1, threadgroup=64, buffers=[x, emu.Scalar((0, 0), "int2")])
     # pointer arithmetic past the end of the buffer: guard zone after the (topmost) allocation
     with pytest.raises(emu.EmulatorLaunchError) as ei:
-        k.launch(grid=1, threadgroup=4, buffers=[torch.ones(4), emu.Scalar((256 + past_end // 4, 0), "int2")])
+        k.launch(grid=1, threadgroup=4, buffers=[torch.ones(4), emu.Scalar((256 + past_end // 4, 0), "int2")],
+                 schedule="forward")
     e = ei.value
     assert e.kind == "threadgroup_out_of_bounds" and e.is_write
     assert "'tt_smem' has 1024 bytes; access at byte offset %d" % (1024 + past_end // 4 * 4) in str(e)
@@ -165,3 +166,41 @@ def test_threadgroup_out_of_bounds(emu, past_end):
     assert ei.value.kind == "local_out_of_bounds"
     assert f"index {1024 + past_end} out of bounds" in str(ei.value)
     assert ei.value.msl_lines == [line_of(TG_OOB, "tt_smem[off.y]")]
+
+
+RACE = msl("""
+kernel void race(device float* out [[buffer(0)]], uint tid [[thread_index_in_threadgroup]]) {
+    threadgroup float s[64];
+    s[tid] = float(tid);
+    // BUG: missing threadgroup_barrier(mem_flags::mem_threadgroup);
+    out[tid] = s[tid ^ 1];
+}
+""")
+
+
+def test_missing_barrier_exposed_by_poison_and_schedule(emu):
+    """Threadgroup memory starts as 0xFF bytes (NaN) and the thread order is selectable, so a missing
+    barrier gives visibly wrong results in at least one schedule."""
+    k = emu.compile_msl(RACE, "race")
+    tid = torch.arange(64)
+    out = torch.zeros(64)
+    k.launch(grid=1, threadgroup=64, buffers=[out], schedule="forward")
+    assert torch.isnan(out[0::2]).all() and torch.equal(out[1::2], (tid[1::2] ^ 1).float())
+    k.launch(grid=1, threadgroup=64, buffers=[out], schedule="reverse")
+    assert torch.isnan(out[1::2]).all() and torch.equal(out[0::2], (tid[0::2] ^ 1).float())
+    k.launch(grid=1, threadgroup=64, buffers=[out], schedule="random:7")
+    assert 0 < torch.isnan(out).sum() < 64
+
+
+@pytest.mark.parametrize("schedule", ["forward", "reverse", "random", "random:123"])
+def test_correct_kernels_do_not_depend_on_schedule(emu, schedule):
+    x = torch.randn(4 * 512)
+    out = torch.zeros(4)
+    order = torch.zeros(4 * 64, dtype=torch.int32)
+    emu.compile_msl(TREE, "tree_sum").launch(grid=4, threadgroup=(32, 16, 1), buffers=[x, out, order],
+                                             schedule=schedule)
+    torch.testing.assert_close(out, x.view(4, 512).sum(1))
+    assert order.view(4, 64).tolist() == [list(range(64))] * 4
+    with pytest.raises(emu.EmulatorLaunchError, match="unknown emulator schedule"):
+        emu.compile_msl(TREE, "tree_sum").launch(grid=4, threadgroup=512, buffers=[x, out, order],
+                                                 schedule="sideways")

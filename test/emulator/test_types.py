@@ -227,7 +227,7 @@ def test_division_by_zero_warns_and_does_not_trap(emu, monkeypatch):
     assert "division or remainder by zero" in text and "shift" in text
     monkeypatch.setenv("TRITON_APPLE_EMULATOR_UB", "error")
     with pytest.raises(emu.EmulatorLaunchError) as ei:
-        k.launch(grid=1, threadgroup=4, buffers=[a, b, q, r, s])
+        k.launch(grid=1, threadgroup=4, buffers=[a, b, q, r, s], schedule="forward")
     assert ei.value.kind == "undefined_behavior"
     assert line_of(DIV, "q[i] = a[i] / b[i]") in ei.value.msl_lines
 

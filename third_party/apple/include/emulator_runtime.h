@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TT_EMU_ABI_VERSION 3
+#define TT_EMU_ABI_VERSION 4
 
 #define TT_EMU_SIMD_WIDTH 32
 #define TT_EMU_MAX_THREADS 1024
@@ -67,8 +67,18 @@ typedef struct tt_launch_desc {
   uint32_t host_threads; /* 0 = number of cores */
   const tt_buffer_desc *buffers;
   uint32_t stack_kb; /* per emulated thread; 0 = default (256) */
-  uint32_t _pad;
+  uint32_t schedule; /* TT_SCHED_*: order in which threads run between barriers */
+  uint64_t seed;     /* for TT_SCHED_RANDOM */
 } tt_launch_desc;
+
+/* Thread order within a threadgroup (between two barriers). Running the same kernel with different
+   orders exposes missing barriers: fibers never run concurrently, so a race shows up only as a
+   dependence on the order. */
+enum {
+  TT_SCHED_FORWARD = 0, /* thread 0, 1, 2, ... */
+  TT_SCHED_REVERSE = 1, /* highest thread first */
+  TT_SCHED_RANDOM = 2,  /* a pseudo-random permutation per threadgroup (from `seed`) */
+};
 
 /* Launch status / error kinds (tt_launch_result.status). */
 enum {

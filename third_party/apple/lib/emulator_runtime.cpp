@@ -274,6 +274,7 @@ struct Worker {
   uint32_t next_unstarted = 0, n_done = 0, n_barrier = 0;
   uint32_t rq_head = 0, rq_count = 0;
   uint16_t rq[TT_EMU_MAX_THREADS];
+  uint16_t order[TT_EMU_MAX_THREADS]; // start / release order of the threads (TT_SCHED_*)
   ThreadSt th[TT_EMU_MAX_THREADS];
   SimdGroupSt sg[TT_EMU_MAX_THREADS / TT_EMU_SIMD_WIDTH];
   // threadgroup memory: [guard][TT_EMU_TG_MEM_LIMIT bytes][guard], allocated top-down
@@ -486,7 +487,7 @@ void schedule_away(Worker *w) {
     uint32_t n = rq_pop(w);
     ctx_switch(&f->ctx, &w->th[n].fiber->ctx);
   } else if (w->next_unstarted < w->N) {
-    Fiber *nf = start_fiber(w, w->next_unstarted++);
+    Fiber *nf = start_fiber(w, w->order[w->next_unstarted++]);
     ctx_switch(&f->ctx, &nf->ctx);
   } else {
     ctx_switch(&f->ctx, &w->main); // nothing runnable: the scheduler reports the deadlock
@@ -585,7 +586,8 @@ void complete_barrier(Worker *w, int self) {
     else if (ts.line != ref->line || ts.col != ref->col)
       divergence(w, "threadgroup barrier", T_BARRIER, -1);
   }
-  for (uint32_t t = 0; t < w->N; t++) {
+  for (uint32_t k = 0; k < w->N; k++) {
+    uint32_t t = w->order[k];
     ThreadSt &ts = w->th[t];
     if (ts.state != T_BARRIER)
       continue;
@@ -615,7 +617,9 @@ void complete_simd(Worker *w, uint32_t s, int self) {
   tt_simd_xchg *x = &g.x[g.gen & 1];
   x->active = g.arrived;
   x->nlanes = (uint32_t)__builtin_popcount(g.full);
-  for (uint32_t l = 0; l < TT_EMU_SIMD_WIDTH; l++) {
+  bool rev = w->L->d->schedule != TT_SCHED_FORWARD;
+  for (uint32_t k = 0; k < TT_EMU_SIMD_WIDTH; k++) {
+    uint32_t l = rev ? TT_EMU_SIMD_WIDTH - 1 - k : k;
     if (!(g.arrived >> l & 1))
       continue;
     uint32_t t = s * TT_EMU_SIMD_WIDTH + l;
@@ -662,7 +666,7 @@ void fiber_main(void *arg) {
       __builtin_unreachable();
     }
     if (w->next_unstarted < w->N) {
-      f->thread = w->next_unstarted++; // run the next thread on this same stack
+      f->thread = w->order[w->next_unstarted++]; // run the next thread on this same stack
       continue;
     }
     release_fiber(w, f);
@@ -702,7 +706,21 @@ bool run_threadgroup(Worker *w, uint64_t linear) {
   w->nsites = 0;
   w->tg_top = w->tg_hi;
   reset_fibers(w);
-  Fiber *f = start_fiber(w, w->next_unstarted++);
+  if (d->schedule == TT_SCHED_RANDOM) { // xorshift64*, Fisher-Yates; reproducible per (seed, threadgroup)
+    uint64_t x = (d->seed ^ (linear * 0x9E3779B97F4A7C15ull)) | 1;
+    for (uint32_t i = 0; i < w->N; i++)
+      w->order[i] = (uint16_t)i;
+    for (uint32_t i = w->N - 1; i > 0; i--) {
+      x ^= x >> 12;
+      x ^= x << 25;
+      x ^= x >> 27;
+      uint32_t j = (uint32_t)(((x * 0x2545F4914F6CDD1Dull) >> 32) % (i + 1));
+      uint16_t tmp = w->order[i];
+      w->order[i] = w->order[j];
+      w->order[j] = tmp;
+    }
+  }
+  Fiber *f = start_fiber(w, w->order[w->next_unstarted++]);
   ctx_switch(&w->main, &f->ctx);
   if (w->n_done != w->N) {
     report_deadlock(w);
@@ -1268,6 +1286,8 @@ bool prepare_worker(Worker *w, Launch *L) {
   }
   p.nsg = w->nsg;
   p.simd_width = TT_EMU_SIMD_WIDTH;
+  for (uint32_t i = 0; i < w->N; i++)
+    w->order[i] = (uint16_t)(d->schedule == TT_SCHED_REVERSE ? w->N - 1 - i : i);
   w->nevents = 0;
   w->fault_sig = 0;
   return true;
@@ -1510,6 +1530,9 @@ TT_EXPORT void *__tt_tg_alloc(uint32_t site, uint32_t size, uint32_t align, cons
     }
     fail_here(w);
   }
+  // Metal leaves threadgroup memory uninitialised: start every threadgroup with 0xFF bytes (NaN for
+  // float/half/bfloat, -1 for integers) so that reading before writing gives visibly wrong values.
+  memset((void *)p, 0xFF, size);
   TgSite &s = w->sites[w->nsites++];
   s.site = site;
   s.size = size;
