@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Dict, Tuple
@@ -161,6 +162,7 @@ class AppleBackend(BaseBackend):
         metadata["name"] = kernel.name
         metadata["shared"] = kernel.shared_bytes
         metadata["kernel_signature"] = kernel.signature_json()
+        metadata["debug_formats"] = json.dumps(kernel.debug_formats)
         return kernel.source.encode()
 
     def add_stages(self, stages: dict, options: AppleOptions, language: Language) -> None:

@@ -96,6 +96,7 @@ def plan_arguments(kernel_name: str, signature: dict, params: List[dict]) -> Lis
     """For each runtime argument position, what the kernel expects: ('pointer' | 'scalar', param dict).
     Constexpr arguments are not bound (they were folded into the MSL)."""
     plan, runtime = [], []
+    params = [p for p in params if p["kind"] != "debug"]
     for pos, (name, ty) in enumerate(signature.items()):
         if ty == "constexpr":
             continue
@@ -228,6 +229,8 @@ class AppleLauncher:
             signature = {p["name"]: p["triton_type"] for p in params}
         self.plan = plan_arguments(self.name, signature, params)
         self.mode = device_mode()
+        self.debug_formats = json.loads(getattr(metadata, "debug_formats", "[]") or "[]")
+        self.has_debug = any(p["kind"] == "debug" for p in params)
 
     def bind(self, args: Sequence[Any]) -> List[Any]:
         """Python launch arguments -> per-slot buffers (tensors or typed scalars)."""
@@ -250,6 +253,13 @@ class AppleLauncher:
         if gridX * gridY * gridZ == 0:
             return
         bound = self.bind(args)
+        debug = None
+        if self.has_debug:
+            import torch
+            from .lowering.debug_ops import DEBUG_BUFFER_WORDS
+            dev = "mps" if self.mode == "metal" else "cpu"
+            debug = torch.zeros(DEBUG_BUFFER_WORDS, dtype=torch.int32, device=dev)
+            bound.append(debug)
         if enter_hook is not None:
             enter_hook(launch_metadata)
         threads = self.num_warps * 32
@@ -262,13 +272,20 @@ class AppleLauncher:
             except EmulatorLaunchError as e:
                 e.args = (explain_msl_error(str(e), function.source, e.msl_lines), )
                 raise
+        if debug is not None:
+            from .debug_buffer import report
+            if self.mode == "metal":  # pragma: no cover - needs a Mac
+                import torch
+                torch.mps.synchronize()
+            report(debug.cpu().tolist(), self.debug_formats, self.name)
         if exit_hook is not None:
             exit_hook(launch_metadata)
 
     def _dispatch_metal(self, fn, bound, grid, threads):  # pragma: no cover - needs a Mac
         import torch
         args = []
-        for (pos, p), v in zip(self.plan, bound):
+        plan = self.plan + ([(None, {"kind": "pointer", "name": "tt_debug"})] if self.has_debug else [])
+        for (pos, p), v in zip(plan, bound):
             if p["kind"] == "pointer":
                 if v.device.type != "mps":
                     raise KernelArgError(f"apple backend: kernel '{self.name}' argument '{p['name']}' is on "

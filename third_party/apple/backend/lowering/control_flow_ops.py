@@ -149,4 +149,6 @@ def _call(em: FunctionEmitter, op: Op) -> None:
             arg_text.append(a.name)
     arg_text += [r.name for r in results]
     arg_text += ["tt_smem", "tt_lane", "tt_warp", "tt_tid", "tt_pid", "tt_nprog"]
+    if em.ctx.has_debug:
+        arg_text.append("tt_debug")
     em.emit(f"{name}({', '.join(arg_text)});")

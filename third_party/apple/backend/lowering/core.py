@@ -126,6 +126,7 @@ class KernelContext:
         self.upstream_shared = int(module.attrs.get("ttg.shared", 0))
         self.line_map: List[tuple] = []  # (msl line index in body, Location, op name)
         self.used_values: set = set()  # ids of values that some op reads
+        self.has_debug = False
 
     def add_helper(self, name: str, text: str) -> None:
         if name not in self.helper_names:

@@ -34,6 +34,7 @@ BUILTIN_PARAMS = [
 ]
 _CONTEXT_PARAMS = ("threadgroup uchar* tt_smem, uint tt_lane, uint tt_warp, uint tt_tid, uint3 tt_pid, "
                    "uint3 tt_nprog")
+_DEBUG_PARAM = "device uint* tt_debug"
 
 
 @dataclass
@@ -53,6 +54,7 @@ class LoweredKernel:
     params: List[KernelParam]
     num_warps: int
     line_ops: List[Tuple[int, str, str]] = field(default_factory=list)  # (msl line, op name, location)
+    debug_formats: List[dict] = field(default_factory=list)  # tt.print / tt.assert record formats
 
     def signature_json(self) -> str:
         return json.dumps([p.__dict__ for p in self.params])
@@ -72,6 +74,12 @@ class _ModuleContext(KernelContext):
         self.function_names: Dict[str, str] = {}
         self._helper_counter: Dict[str, int] = {}
         self.used_values = {id(v) for f in module.functions for op in f.walk() for v in op.operands}
+        self.has_debug = any(op.name in ("tt.print", "tt.assert") for f in module.functions for op in f.walk())
+        self.debug_formats: List[dict] = []
+
+    def add_debug_format(self, fmt: dict) -> int:
+        self.debug_formats.append(fmt)
+        return len(self.debug_formats) - 1
 
     def scratch_offset(self, op: Op, nbytes: int) -> int:
         """Offset in `tt_smem` of scratch space for `op`: upstream's allocation when it is big enough,
@@ -145,7 +153,8 @@ def _lower_callee(ctx: _ModuleContext, fn: Function) -> str:
     em.axis = AxisInfoAnalysis(fn)
     em.lower_block(fn.body.entry.ops)
     name = ctx.function_name(fn)
-    header = f"static void {name}({', '.join(params + [_CONTEXT_PARAMS])})"
+    context = [_CONTEXT_PARAMS] + ([_DEBUG_PARAM] if ctx.has_debug else [])
+    header = f"static void {name}({', '.join(params + context)})"
     return header + " {\n" + "\n".join(em.lines) + "\n}"
 
 
@@ -179,6 +188,10 @@ def lower_parsed_module(module: Module, options) -> LoweredKernel:
         else:
             raise ctx.error(f"kernel argument %{a.name} has unsupported type {a.type}", loc=a.loc)
         em.bind(a, Lowered(name, ct))
+    if ctx.has_debug:
+        slot = len(params)
+        param_text.append(f"device uint* tt_debug [[buffer({slot})]]")
+        params.append(KernelParam("tt_debug", slot, "debug", "device uint*", "*u32"))
     if len(params) > 31:
         raise ctx.error(f"the kernel has {len(params)} arguments; Metal binds at most 31 buffers")
     param_text += [f"{t} {n} [[{attr}]]" for t, n, attr in BUILTIN_PARAMS]
@@ -213,4 +226,4 @@ def lower_parsed_module(module: Module, options) -> LoweredKernel:
         if emitter is em:
             line_ops.append((first_body_line + idx, op.name, str(op.loc)))
     return LoweredKernel(kernel_fn.name, source, max(shared, 16) if (shared or ctx.uses_smem) else 0, params,
-                         module.num_warps, line_ops)
+                         module.num_warps, line_ops, ctx.debug_formats)
