@@ -148,3 +148,43 @@ def test_launch_argument_errors(emu):
         k.launch(grid=1, threadgroup=4, buffers={0: x, 1: x, 2: x, 3: emu.Scalar(1.0, "float")})
     with pytest.raises(emu.EmulatorLaunchError, match="takes 4 bytes"):
         k.launch(grid=1, threadgroup=4, buffers={0: x, 1: x, 2: x, 3: emu.Scalar(1, "long")})
+
+
+STYLES = msl("""
+struct Params {
+    float scale;
+    uint n;
+};
+
+template <typename T> static inline T twice(T v) { return v + v; }
+
+kernel void other(device float* a) { a[0] = 1.0f; }
+
+kernel void styles(const device float4 *in,            // no attribute: buffer(0)
+                   device float *out /* buffer(1) */,
+                   constant Params &p [[ buffer(2) ]],
+                   ushort2 tpos [[thread_position_in_threadgroup]],
+                   uint2 tg [[threadgroup_position_in_grid]]) {
+    threadgroup float tile[16][17];
+    tile[tpos.y][tpos.x] = in[tg.x].x * p.scale + tpos.x;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    uint i = tg.x * 256 + tpos.y * 16 + tpos.x;
+    if (i < p.n) out[i] = twice(tile[tpos.x][tpos.y]) + 0.25h;
+}
+""")
+
+
+def test_hand_written_msl_styles(emu):
+    k = emu.compile_msl(STYLES, "styles")
+    assert [(p.name, p.index, p.msl_type) for p in k.params if p.kind == "buffer"] == [
+        ("in", 0, "const device float4*"), ("out", 1, "device float*"), ("p", 2, "constant Params&")]
+    inp = torch.tensor([[1.0, 0, 0, 0], [2.0, 0, 0, 0]])
+    out = torch.zeros(512)
+    params = emu.Scalar(0.5, "float").data + emu.Scalar(500, "uint").data
+    k.launch(grid=(2, 1, 1), threadgroup=(16, 16, 1), buffers={0: inp, 1: out, 2: params})
+    ty, tx = torch.meshgrid(torch.arange(16), torch.arange(16), indexing="ij")
+    for g in range(2):
+        expect = 2 * (inp[g, 0] * 0.5 + ty.float()) + 0.25  # transposed read of tile[x][y] = ... + y
+        n = 256 if g == 0 else 500 - 256
+        assert torch.equal(out[g * 256:g * 256 + n], expect.reshape(-1)[:n])
+    assert torch.count_nonzero(out[500:]) == 0

@@ -471,8 +471,8 @@ def compile_msl(source: str, kernel_name: str) -> EmulatorKernel:
         k = _memory_cache.get(key)
         if k is not None and k.so_path.is_file():
             return k
-    runtime_so = Path(runtime_library()._tt_path)
-    so, hit = toolchain.build_kernel(rewritten, kernel_name, trampoline, tramp_lines, sig.line, source, runtime_so)
+    runtime_library()  # built and loaded (RTLD_GLOBAL) before any kernel
+    so, hit = toolchain.build_kernel(rewritten, kernel_name, trampoline, tramp_lines, sig.line, source)
     k = EmulatorKernel(kernel_name, source, sig, so, hit)
     with _compile_lock:
         _memory_cache[key] = k

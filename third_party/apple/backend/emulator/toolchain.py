@@ -172,7 +172,7 @@ _DIAG_RE = re.compile(r"^(?P<file>[^\n:]+):(?P<line>\d+):(?P<col>\d+): (?P<sev>f
 
 
 def build_kernel(source: str, kernel_name: str, trampoline: str, trampoline_lines: Dict[int, int],
-                 sig_line: int, original_source: str, runtime_so: Path) -> Tuple[Path, bool]:
+                 sig_line: int, original_source: str) -> Tuple[Path, bool]:
     """Compile a kernel; returns (shared object, was_cached). Raises EmulatorCompileError."""
     cxx = find_compiler()
     inc, _ = native_dirs()
@@ -186,8 +186,9 @@ def build_kernel(source: str, kernel_name: str, trampoline: str, trampoline_line
     _atomic_write(out_dir / msl_name, source.encode())
     _atomic_write(out_dir / "entry.cpp", trampoline.encode())
     tmp = out_dir / f".build-{os.getpid()}.so"
-    cmd = [cxx, *KERNEL_FLAGS, "-I", str(inc), "entry.cpp", "-o", str(tmp), str(runtime_so),
-           f"-Wl,-rpath,{runtime_so.parent}", *_extra_link_flags()]
+    # The runtime hooks (__tt_*, __ubsan_*) stay undefined here: they resolve against the runtime, which
+    # is always loaded RTLD_GLOBAL before any kernel (no path baked into the kernel's .so).
+    cmd = [cxx, *KERNEL_FLAGS, "-I", str(inc), "entry.cpp", "-o", str(tmp), *_extra_link_flags()]
     res = _run(cmd, out_dir)
     if res.returncode != 0:
         raise _compile_error(res.stderr, kernel_name, msl_name, out_dir, inc, trampoline_lines, sig_line,
