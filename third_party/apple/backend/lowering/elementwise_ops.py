@@ -282,12 +282,35 @@ def _fptoi(em: FunctionEmitter, op: Op) -> None:
         elementwise(em, op, lambda a: f"{ct}({fn}<{ut}>(float({a[0]}), {hi}, {imax}))")
 
 
-@lowers("arith.extf", "arith.truncf")
+# fp8 formats: (mantissa bits, exponent bias, largest finite value, NaN code, has infinities)
+FP8_FORMATS = {"f8E5M2": (2, 15, "57344.0f", "uchar(0x7F)", True), "f8E4M3FN": (3, 7, "448.0f", "uchar(0x7F)", False)}
+
+
+@lowers("arith.extf", "arith.truncf", "tt.fp_to_fp")
 def _fresize(em: FunctionEmitter, op: Op) -> None:
+    """Float conversions. fp8 results round to nearest even and saturate to the largest finite value
+    (Triton's behaviour on NVIDIA GPUs, `cvt.rn.satfinite`); NaN stays NaN."""
     src, dst = elem_type(op.operands[0]), elem_type(op.result)
     ct = em.ctype(dst)
-    if src.name in ("f8E4M3FN", "f8E5M2") or dst.name in ("f8E4M3FN", "f8E5M2"):
-        raise em.error("fp8 conversions are not supported by the apple backend yet")
+    rounding = str(op.attrs.get("rounding", "rtne"))
+    if "rtz" in rounding and dst.name in FP8_FORMATS:
+        raise em.error("round-toward-zero conversion to fp8 is not supported; use the default rounding")
+    if src.name in FP8_FORMATS or dst.name in FP8_FORMATS:
+        if src.name in FP8_FORMATS:
+            mbits, bias, _, _, has_inf = FP8_FORMATS[src.name]
+            fn = require(em.ctx, "tt_from_fp8")
+            widen = lambda a: f"{fn}({a}, {mbits}u, {bias}, {'true' if has_inf else 'false'})"  # noqa: E731
+        else:
+            widen = lambda a: f"float({a})"  # noqa: E731
+        if dst.name in FP8_FORMATS:
+            mbits, bias, maxv, nan, _ = FP8_FORMATS[dst.name]
+            fn = require(em.ctx, "tt_to_fp8")
+            elementwise(em, op, lambda a: f"{fn}({widen(a[0])}, {mbits}u, {bias}, {maxv}, {nan})")
+        else:
+            elementwise(em, op, lambda a: f"{ct}({widen(a[0])})")
+        return
+    if "rtz" in rounding and dst.name in ("f16", "bf16") and src.name == "f32":
+        raise em.error("round-toward-zero float conversion is not supported by the apple backend yet")
     if src.name == "bf16" and dst.name == "f16" or src.name == "f16" and dst.name == "bf16":
         elementwise(em, op, lambda a: f"{ct}(float({a[0]}))")
     else:
