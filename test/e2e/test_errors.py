@@ -88,3 +88,20 @@ def test_unsupported_op_names_op_and_line():
 
     with pytest.raises(AppleCompilationError, match=r"math\.erf.*\n.*test_errors.py"):
         k[(1, )](torch.zeros(32))
+
+
+def test_float64_demotion_is_an_explicit_opt_in(device):
+    x = torch.tensor([1.5], device=device)
+    out = torch.zeros(1, device=device)
+    f64_kernel[(1, )](x, out, allow_fp64_demotion=True)
+    assert out.item() == 3.0
+
+
+def test_float64_tensors_are_refused_even_with_demotion():
+
+    @triton.jit
+    def k(x_ptr):
+        tl.store(x_ptr, tl.load(x_ptr) + 1)
+
+    with pytest.raises(Exception, match="float64 tensors are not supported"):
+        k[(1, )](torch.zeros(4, dtype=torch.float64), allow_fp64_demotion=True)

@@ -29,6 +29,9 @@ class AppleOptions:
     # Metal's default math mode is fast (NaN/Inf undefined); Triton semantics need safe math.
     # `fast_math=True` is an explicit opt-in to Metal's fast mode.
     fast_math: bool = False
+    # Metal has no double. With this opt-in, float64 *values* inside a kernel (constants, casts, math) are
+    # computed in float32; float64 tensors in memory are still refused.
+    allow_fp64_demotion: bool = False
     enable_fp_fusion: bool = True
     launch_cooperative_grid: bool = False
     supported_fp8_dtypes: Tuple[str, ...] = ("fp8e5", "fp8e4nv")

@@ -38,13 +38,18 @@ min max abs clamp select fma exp log sqrt sin cos tan pow isnan isinf signbit fl
 """.split())
 
 
-def msl_type(ty: Type, where: str = "") -> str:
+def msl_type(ty: Type, where: str = "", demote_f64: bool = False) -> str:
     """The MSL spelling of a scalar or pointer type (for tensors: of their element)."""
     if isinstance(ty, TensorType):
         ty = ty.element
     if isinstance(ty, PointerType):
+        if ty.pointee == ScalarType("f64"):
+            raise AppleCompilationError(f"{where}float64 tensors are not supported: Metal has no double type. "
+                                        "Convert the tensor to float32 on the host")
         return f"device {msl_type(ty.pointee, where)}*"
     if isinstance(ty, ScalarType):
+        if ty.name == "f64" and demote_f64:
+            return "float"
         if ty.name == "f64":
             raise AppleCompilationError(
                 f"{where}float64 is not supported: Metal has no double type. Cast to float32 in the kernel "
@@ -127,6 +132,7 @@ class KernelContext:
         self.line_map: List[tuple] = []  # (msl line index in body, Location, op name)
         self.used_values: set = set()  # ids of values that some op reads
         self.has_debug = False
+        self.demote_f64 = bool(getattr(options, "allow_fp64_demotion", False))
 
     def add_helper(self, name: str, text: str) -> None:
         if name not in self.helper_names:
@@ -195,7 +201,7 @@ class FunctionEmitter:
         if self.current_op is not None:
             where = f"value of type {ty}: "
         try:
-            return msl_type(ty, where)
+            return msl_type(ty, where, self.ctx.demote_f64)
         except AppleCompilationError as e:
             raise self.error(str(e)) from None
 
@@ -250,12 +256,14 @@ class FunctionEmitter:
             raise self.ctx.error(f"operation '{op.name}' is not supported by the apple backend yet", op)
         saved = self.current_op
         self.current_op = op
-        if op.name not in ("arith.constant", "ub.poison"):  # hoisted constants carry no location: report uses
+        if op.name not in ("arith.constant", "ub.poison") and not self.ctx.demote_f64:
+            # hoisted constants carry no location: report float64 at its first located use
             for v in list(op.results) + list(op.operands):
                 if v.type.scalar == ScalarType("f64"):
                     raise self.ctx.error(
                         f"value %{v.name} has type {v.type}: float64 is not supported, Metal has no double "
-                        "type; cast to float32 in the kernel", op)
+                        "type; cast to float32 in the kernel, or pass allow_fp64_demotion=True to compute "
+                        "float64 values in float32", op)
         self.ctx.line_map.append((self, len(self.lines), op))
         if op.loc.file:
             self.emit(f"// {op.name} {op.loc.file.rsplit('/', 1)[-1]}:{op.loc.line}")

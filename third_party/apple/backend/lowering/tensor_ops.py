@@ -28,6 +28,8 @@ def _float_bits_to_value(bits: int, name: str) -> float:
         return struct.unpack("<e", struct.pack("<H", bits))[0]
     if name == "bf16":
         return struct.unpack("<f", struct.pack("<I", bits << 16))[0]
+    if name == "f64":
+        return struct.unpack("<d", struct.pack("<Q", bits))[0]
     raise ValueError(name)
 
 
@@ -50,6 +52,8 @@ def float_literal(value: float, name: str) -> str:
                 lit = "-0.0f"
     if name == "f16":
         return f"half({lit})"
+    if name == "f64":  # only reached with allow_fp64_demotion: computed in float
+        return lit
     if name == "bf16":
         return f"bfloat({lit})"
     return lit
@@ -80,7 +84,7 @@ def _constant(em: FunctionEmitter, op: Op) -> None:
     res = op.result
     value = str(op.attrs["value"]).strip()
     ty = elem_type(res)
-    if ty.name == "f64":
+    if ty.name == "f64" and not em.ctx.demote_f64:
         # Hoisted constants have no source location; the op that uses this one reports float64.
         em.bind(res, Lowered("<float64 constant>", "double"))
         return
