@@ -8,7 +8,7 @@ import time
 import pytest
 import torch
 
-from conftest import line_of, msl
+from emu_helpers import emu, line_of, msl  # noqa: F401 (emu is a fixture)
 
 OOB = msl("""
 kernel void oob(device const float* x [[buffer(0)]],

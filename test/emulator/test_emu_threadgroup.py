@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from conftest import line_of, msl
+from emu_helpers import emu, line_of, msl  # noqa: F401 (emu is a fixture)
 
 REVERSE = msl("""
 kernel void reverse(device float* x [[buffer(0)]],

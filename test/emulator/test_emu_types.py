@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import line_of, msl
+from emu_helpers import emu, line_of, msl  # noqa: F401 (emu is a fixture)
 
 HALF = msl("""
 kernel void halfops(device const half* a [[buffer(0)]],
@@ -237,3 +237,43 @@ def test_scalar_packing(emu):
     assert emu.Scalar(-1, "uint").data == b"\xff\xff\xff\xff"
     assert emu.Scalar((1, 2, 3), "uint3").nbytes == 16
     assert emu.Scalar(1.5, "half").data == np.float16(1.5).tobytes()
+
+
+BF16_BITS = msl("""
+kernel void bf_bits(device const bfloat* x [[buffer(0)]],
+                    device int* out [[buffer(1)]],
+                    constant int& n [[buffer(2)]],
+                    uint i [[thread_position_in_grid]]) {
+    bfloat b = (int)i < n ? x[i] : bfloat(0);       // a bfloat in a register (select), as masked loads give
+    bfloat c = b * bfloat(2.0f);
+    device int* o = out + i * 7;
+    o[0] = signbit(float(b)) ? 1 : 0;
+    o[1] = as_type<short>(b) < 0 ? 1 : 0;
+    o[2] = as_type<int>(float(c)) < 0 ? 1 : 0;
+    o[3] = as_type<ushort>(c) >> 15;
+    o[4] = (int)as_type<ushort>(b);
+    o[5] = as_type<int>(as_type<ushort2>(bfloat2{b, c}));
+    float f = float(b);                               // the shape of an fp8 encoder: sign, magnitude, branch
+    const uchar sign = signbit(f) ? uchar(0x80) : uchar(0);
+    const float a = fmin(fabs(f), 448.0f);
+    o[6] = a < 0.015625f ? int(sign | uchar(rint(a * 512.0f))) : int(sign | uchar(a));
+}
+""")
+
+
+def test_bfloat_sign_bits_in_registers(emu):
+    """Regression test for an LLVM 22 x86 bf16 miscompile the compat header works around (see __tt::opaque)."""
+    k = emu.compile_msl(BF16_BITS, "bf_bits")
+    x = torch.tensor([1.0, -2.5, -0.0, 3.0, -1e30, float("-inf")], dtype=torch.bfloat16)
+    n = x.numel()
+    out = torch.zeros(n * 7, dtype=torch.int32)
+    k.launch(grid=1, threadgroup=n, buffers=[x, out, n])
+    o = out.view(n, 7).tolist()
+    bits = x.view(torch.int16).to(torch.int64) & 0xFFFF
+    cbits = (x * 2).view(torch.int16).to(torch.int64) & 0xFFFF
+    for i in range(n):
+        neg = int(bits[i]) >> 15
+        assert o[i][:4] == [neg, neg, neg, int(cbits[i]) >> 15], (x[i], o[i])
+        assert o[i][4] == bits[i] and (o[i][5] & 0xFFFFFFFF) == bits[i] | (cbits[i] << 16)
+        a = min(abs(float(x[i])), 448.0)
+        assert o[i][6] == (neg << 7) | (round(a * 512) if a < 2**-6 else min(int(a), 255)), (x[i], o[i][6])

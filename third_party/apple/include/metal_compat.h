@@ -177,6 +177,23 @@ template <class T> struct simd_ok {
                     __tt::simd_ok<T>::value,                                                           \
                 "unsupported type for a Metal SIMD-group function")
 
+/* Optimisation barrier for float values (an empty asm the optimiser cannot see through).
+   Works around an LLVM 22 x86 backend bug: integer compares of the bit pattern of a bfloat that lives
+   in a register (`icmp slt (bitcast bfloat %x to i16), 0`) are folded to false, and shifts of it crash
+   llc. Clang folds `signbit(float(b))` and `as_type<int>(float(b)) < 0` down to exactly that shape, so
+   signbit and as_type take the float's bits only after this barrier. */
+template <class F> inline F opaque(F x) {
+#if defined(__x86_64__)
+  __asm__("" : "+x"(x));
+#elif defined(__aarch64__)
+  __asm__("" : "+w"(x));
+#else
+  __asm__("" : "+r"(x));
+#endif
+  return x;
+}
+inline ushort bfloat_bits(bfloat b) { return (ushort)(__builtin_bit_cast(uint, opaque((float)b)) >> 16); }
+
 template <class T> inline T load_lane(const tt_simd_xchg *x, uint lane) {
   T r;
   __builtin_memcpy(&r, x->val[lane], sizeof(T));
@@ -190,7 +207,21 @@ template <class T> inline T load_lane(const tt_simd_xchg *x, uint lane) {
 
 template <class T, class U> inline T as_type(U x) {
   static_assert(sizeof(T) == sizeof(U), "as_type: source and destination types must have the same size");
-  return __builtin_bit_cast(T, x);
+  using E = __tt::elem_t<U>;
+  if constexpr (__tt::is_same<E, bfloat>::value) { /* see __tt::opaque */
+    __tt::rebind_t<U, ushort> bits;
+    if constexpr (__tt::vec_traits<U>::is_vec) {
+      for (int i = 0; i < __tt::vec_traits<U>::n; ++i)
+        bits[i] = __tt::bfloat_bits(x[i]);
+    } else {
+      bits = __tt::bfloat_bits(x);
+    }
+    return __builtin_bit_cast(T, bits);
+  } else if constexpr (__tt::is_same<E, float>::value) {
+    return __builtin_bit_cast(T, __tt::opaque(x));
+  } else {
+    return __builtin_bit_cast(T, x);
+  }
 }
 
 /* ============================================================================================== */
@@ -450,7 +481,7 @@ __TT_FCLASS(isnan, __builtin_isnan(x))
 __TT_FCLASS(isinf, __builtin_isinf(x))
 __TT_FCLASS(isfinite, __builtin_isfinite(x))
 __TT_FCLASS(isnormal, __builtin_isnormal(x))
-__TT_FCLASS(signbit, __builtin_signbit(x))
+__TT_FCLASS(signbit, (__builtin_bit_cast(uint, __tt::opaque(x)) >> 31) != 0) /* see __tt::opaque */
 #undef __TT_FCLASS
 inline bool isordered(float x, float y) { return x == x && y == y; }
 inline bool isunordered(float x, float y) { return !(x == x && y == y); }
