@@ -160,8 +160,16 @@ class AppleBackend(BaseBackend):
 
     @staticmethod
     def make_msl(mod, metadata, opt: AppleOptions) -> bytes:
-        from .lowering import lower_module
-        kernel = lower_module(mod, opt)
+        import os
+        import sys
+        from .ir import parse_module
+        from .lowering import lower_parsed_module
+        from .passes import accelerate_matmul
+        module = parse_module(mod if isinstance(mod, str) else mod.str())
+        accelerate_matmul(module)
+        if os.environ.get("TRITON_APPLE_DUMP_IR", "0") == "1":
+            print(f"// -----// apple IR after Apple passes //----- //\n{module}", file=sys.stderr)
+        kernel = lower_parsed_module(module, opt)
         metadata["name"] = kernel.name
         metadata["shared"] = kernel.shared_bytes
         metadata["kernel_signature"] = kernel.signature_json()

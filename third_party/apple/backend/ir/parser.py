@@ -466,6 +466,8 @@ class ModuleParser:
             block = Block(label="", args=list(entry_args[0]))
             block.parent = region
             region.blocks.append(block)
+            for a in block.args:
+                a.owner = block
         while True:
             sc.skip_ws()
             if sc.peek("}"):
@@ -714,9 +716,7 @@ class ModuleParser:
         tail = rest[find_top(rest, "{"):] if "{" in _REGION_RE.sub("", rest) else ""
         if tail.startswith("{"):
             attrs = parse_attr_dict(_Scanner(tail).read_balanced(), self.aliases)
-        op = Op(name, operands, results, attrs, [region], loc, text)
-        region.entry.args[0].owner = region.entry
-        return op
+        return Op(name, operands, results, attrs, [region], loc, text)
 
     def _op_scf_if(self, name, result_names, body, region_pos, loc, text) -> Op:
         cond = _VALUE_RE.match(body)

@@ -316,4 +316,4 @@ def is_tensor(v: Value) -> bool:
 
 
 def elem_type(v: Value) -> Type:
-    return v.type.element if isinstance(v.type, TensorType) else v.type
+    return v.type.element if isinstance(v.type, (TensorType, MemDescType)) else v.type

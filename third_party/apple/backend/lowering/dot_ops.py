@@ -1,18 +1,26 @@
-"""Lowering of `tt.dot` on the FMA path: every thread computes its result elements as a K-long chain of
-fused multiply-adds over operand registers that already hold whole rows of A and columns of B.
+"""Lowering of `tt.dot`.
 
-This is the general fallback (any element type, any shape, batched dots). Products and sums are computed
-in float (int32 for integer dots) and rounded to the accumulator type after each step, which matches
-upstream's FMA path. `input_precision` is ignored: Metal has no tf32, so every dot is an IEEE dot.
+simdgroup_matrix path (result in `AppleMmaEncoding`, chosen by `passes/accelerate_matmul.py`): the
+operands are staged row-major in threadgroup memory, each simdgroup loads its 8x8 fragments with
+`simdgroup_load` and accumulates with `simdgroup_multiply_accumulate`; the accumulator lives in
+registers (the fragment layout is the encoding's linear layout), so across a K loop it never touches
+threadgroup memory.
+
+FMA path (everything else: int8, fp8, odd shapes): every thread computes its result elements as a
+K-long chain of fused multiply-adds over operand registers that already hold whole rows of A and
+columns of B. Products and sums are computed in float (int32 for integer dots) and rounded to the
+accumulator type after each step, like upstream's FMA path.
+
+`input_precision` is ignored on both paths: Metal has no tf32, so every dot is an IEEE dot.
 """
 from __future__ import annotations
 
 from typing import List
 
 from ..ir import Op
-from ..ir.types import DotOperandEncoding, TensorType
+from ..ir.types import AppleMmaEncoding, DotOperandEncoding, MemDescType, TensorType
 from ..layouts import LinearLayout
-from .core import FunctionEmitter, elem_type, linear_expr, lowers
+from .core import FunctionEmitter, Lowered, elem_type, linear_expr, lowers
 
 
 def _reg_index(lay: LinearLayout, coord) -> int:
@@ -24,6 +32,94 @@ def _reg_index(lay: LinearLayout, coord) -> int:
 
 @lowers("tt.dot")
 def _dot(em: FunctionEmitter, op: Op) -> None:
+    if isinstance(op.result.type.encoding, AppleMmaEncoding):
+        _dot_simdgroup(em, op)
+    else:
+        _dot_fma(em, op)
+
+
+_FRAGMENT = {"f16": "half", "bf16": "bfloat", "f32": "float"}
+
+
+def _dot_simdgroup(em: FunctionEmitter, op: Op) -> None:
+    from .tensor_ops import row_major_strides, store_registers
+    a_v, b_v, c_v = op.operands[:3]
+    res_ty: TensorType = op.result.type
+    enc: AppleMmaEncoding = res_ty.encoding
+    rank = len(res_ty.shape)
+    M, N = res_ty.shape[-2], res_ty.shape[-1]
+    K = a_v.type.shape[-1]
+    batch = res_ty.shape[0] if rank == 3 else 1
+    wm, wn = enc.warps_per_cta
+    fm, fn_ = M // wm // 8, N // wn // 8
+    in_t = _FRAGMENT[elem_type(a_v).name]
+    acc_t = _FRAGMENT[elem_type(op.result).name]
+    lay = em.layout(res_ty)
+    # 1. operands in threadgroup memory, row-major: shared buffers as they are, registers staged
+    staged = [v for v in (a_v, b_v) if not isinstance(v.type, MemDescType)]
+    sizes = {id(v): (v.type.numel * em.ctx.elem_bytes(elem_type(v)) + 15) // 16 * 16 for v in staged}
+    base = em.ctx.scratch_offset(op, sum(sizes.values())) if staged else 0
+    bufs = {}
+    if staged:
+        em.emit("threadgroup_barrier(mem_flags::mem_threadgroup);")
+    for v in (a_v, b_v):
+        if isinstance(v.type, MemDescType):
+            bufs[id(v)] = em.get(v).name
+            continue
+        buf = em.temp("a_smem" if v is a_v else "b_smem")
+        em.emit(f"threadgroup {in_t}* {buf} = (threadgroup {in_t}*)(tt_smem + {base});")
+        base += sizes[id(v)]
+        src = em.get(v)
+        if src.uniform:
+            sl = em.layout(v.type)
+            src = Lowered(src.name, src.ctype, sl.num_regs, True, sl)
+        store_registers(em, src, buf, row_major_strides(v.type.shape))
+        bufs[id(v)] = buf
+    if staged:
+        em.emit("threadgroup_barrier(mem_flags::mem_threadgroup);")
+    a_s, b_s = bufs[id(a_v)], bufs[id(b_v)]
+    # 2. this simdgroup's tile origin
+    wrow, wcol = em.temp("warp_row"), em.temp("warp_col")
+    em.emit(f"const uint {wrow} = {linear_expr('tt_warp', [b[rank - 2] for b in lay.warp])};")
+    em.emit(f"const uint {wcol} = {linear_expr('tt_warp', [b[rank - 1] for b in lay.warp])};")
+    c = em.get(c_v)
+    out = em.declare(op.result)
+    nfrag = fm * fn_
+    log_fn = fn_.bit_length() - 1
+    frag_reg = lambda f: f"(((({f}) % {fn_}) << 1) | ((({f}) / {fn_}) << {1 + log_fn}))"  # noqa: E731
+    em.open(f"for (uint bt = 0; bt < {batch}; ++bt)")
+    breg = f"(bt << {1 + log_fn + (fm.bit_length() - 1)})" if batch > 1 else "0"
+    acc = em.temp("acc_frag")
+    em.emit(f"simdgroup_matrix<{acc_t}, 8, 8> {acc}[{nfrag}];")
+    em.open(f"for (uint f = 0; f < {nfrag}; ++f)")
+    for j in range(2):
+        reg = f"{breg} | {frag_reg('f')} | {j}"
+        em.emit(f"{acc}[f].thread_elements()[{j}] = {acc_t}({c.at(reg)});")
+    em.close()
+    em.open(f"for (uint kk = 0; kk < {K // 8}; ++kk)")
+    af, bf = em.temp("a_frag"), em.temp("b_frag")
+    em.emit(f"simdgroup_matrix<{in_t}, 8, 8> {af}[{fm}];")
+    em.emit(f"simdgroup_matrix<{in_t}, 8, 8> {bf}[{fn_}];")
+    em.open(f"for (uint i = 0; i < {fm}; ++i)")
+    em.emit(f"simdgroup_load({af}[i], {a_s} + bt * {M * K} + ({wrow} + 8 * i) * {K} + 8 * kk, {K});")
+    em.close()
+    em.open(f"for (uint j = 0; j < {fn_}; ++j)")
+    em.emit(f"simdgroup_load({bf}[j], {b_s} + bt * {K * N} + 8 * kk * {N} + {wcol} + 8 * j, {N});")
+    em.close()
+    em.open(f"for (uint i = 0; i < {fm}; ++i)")
+    em.open(f"for (uint j = 0; j < {fn_}; ++j)")
+    em.emit(f"simdgroup_multiply_accumulate({acc}[i * {fn_} + j], {af}[i], {bf}[j], {acc}[i * {fn_} + j]);")
+    em.close()
+    em.close()
+    em.close()
+    em.open(f"for (uint f = 0; f < {nfrag}; ++f)")
+    for j in range(2):
+        em.emit(f"{out.name}[{breg} | {frag_reg('f')} | {j}] = {out.ctype}({acc}[f].thread_elements()[{j}]);")
+    em.close()
+    em.close()
+
+
+def _dot_fma(em: FunctionEmitter, op: Op) -> None:
     a_v, b_v, c_v = op.operands[:3]
     a_ty: TensorType = a_v.type
     b_ty: TensorType = b_v.type

@@ -1,0 +1,136 @@
+"""Apple matmul pass: moves `tt.dot`s whose types allow it onto the `simdgroup_matrix` encoding.
+
+For each eligible dot the accumulator and result take `AppleMmaEncoding`; conversions from and to the
+original layout are inserted around it. When the accumulator is carried by an `scf.for` (the
+`acc += tl.dot(a, b)` pattern), the loop-carried value itself takes the MMA encoding, so the conversions
+sit outside the loop and the accumulator stays in fragments across iterations.
+
+Eligible: f16, bf16 or f32 operands of one type, an f32 accumulator (or f16 with f16 operands), and
+tiles that split into 8x8 fragments per simdgroup. Everything else keeps its layout and lowers on the
+FMA path (int8, fp8, f64, odd shapes).
+"""
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+from ..ir import Block, Function, Module, Op
+from ..ir.types import AppleMmaEncoding, TensorType
+from .rewrite import convert_layout, insert_after, insert_before, replace_uses, uses
+
+_OPERAND_TYPES = ("f16", "bf16", "f32")
+
+
+def choose_warps(m: int, n: int, num_warps: int) -> Optional[Tuple[int, int]]:
+    """Split `num_warps` simdgroups over an (m, n) tile, N first, keeping tiles square-ish; simdgroups
+    beyond the number of 8x8 fragments become replicas."""
+    if m % 8 or n % 8:
+        return None
+    frags = (m // 8) * (n // 8)
+    usable = 1
+    while usable * 2 <= min(num_warps, frags):
+        usable *= 2
+    best = None
+    wm = 1
+    while wm <= usable:
+        wn = usable // wm
+        if m % (8 * wm) == 0 and n % (8 * wn) == 0:
+            score = abs((m // wm) - (n // wn))
+            if best is None or score < best[0]:
+                best = (score, (wm, wn))
+        wm *= 2
+    return best[1] if best else None
+
+
+def _eligible(op: Op, num_warps: int) -> Optional[AppleMmaEncoding]:
+    a, b, c = op.operands[:3]
+    res = op.result.type
+    if not isinstance(res, TensorType) or len(res.shape) not in (2, 3):
+        return None
+    if not isinstance(a.type, TensorType) or not isinstance(b.type, TensorType):
+        return None
+    ta, tb, tc = a.type.element.name, b.type.element.name, res.element.name
+    if ta != tb or ta not in _OPERAND_TYPES:
+        return None
+    if not (tc == "f32" or (tc == "f16" and ta == "f16")):
+        return None
+    k = a.type.shape[-1]
+    if k % 8:
+        return None
+    warps = choose_warps(res.shape[-2], res.shape[-1], num_warps)
+    return AppleMmaEncoding(warps) if warps else None
+
+
+def _loop_carrier(op: Op):
+    """If the accumulator is an scf.for iter_arg used only by this dot, and the dot's result is yielded
+    back into the same slot, return (for_op, slot)."""
+    acc = op.operands[2]
+    block = acc.owner
+    if not isinstance(block, Block) or block.parent is None or block.parent.parent is None:
+        return None
+    loop = block.parent.parent
+    if loop.name != "scf.for" or acc not in block.args[1:]:
+        return None
+    slot = block.args.index(acc) - 1
+    if [u for u, _ in uses(block.ops, acc)] != [op]:
+        return None
+    yield_op = block.ops[-1] if block.ops else None
+    if yield_op is None or yield_op.name != "scf.yield" or yield_op.operands[slot] is not op.result:
+        return None
+    if [u for u, _ in uses(block.ops, op.result)] != [yield_op]:
+        return None
+    return loop, slot
+
+
+def _rewrite(fn: Function, op: Op, mma: AppleMmaEncoding) -> None:
+    res = op.result
+    orig: TensorType = res.type
+    mma_ty = TensorType(orig.shape, orig.element, mma)
+    carrier = _loop_carrier(op)
+    if carrier is not None:
+        loop, slot = carrier
+        init = loop.operands[3 + slot]
+        cvt_in = convert_layout(init, mma_ty, loop.loc)
+        insert_before(loop, cvt_in)
+        loop.operands[3 + slot] = cvt_in.result
+        op.operands[2].type = mma_ty
+        res.type = mma_ty
+        out = loop.results[slot]
+        out.type = mma_ty
+        cvt_out = convert_layout(out, orig, loop.loc)
+        insert_after(loop, cvt_out)
+        replace_uses(fn.body.entry.ops, out, cvt_out.result, skip=cvt_out)
+        return
+    cvt_in = convert_layout(op.operands[2], mma_ty, op.loc)
+    insert_before(op, cvt_in)
+    op.operands[2] = cvt_in.result
+    res.type = mma_ty
+    cvt_out = convert_layout(res, orig, op.loc)
+    insert_after(op, cvt_out)
+    replace_uses(fn.body.entry.ops, res, cvt_out.result, skip=cvt_out)
+
+
+def _read_operands_from_shared(fn: Function, op: Op) -> None:
+    """An operand that is only a `ttg.local_load` of a shared buffer is read by `simdgroup_load` straight
+    from that buffer: the dot takes the memdesc and the register copy disappears."""
+    for idx in (0, 1):
+        src = op.operands[idx]
+        load = src.owner
+        if not isinstance(load, Op) or load.name != "ttg.local_load":
+            continue
+        if [u for u, _ in uses(fn.body.entry.ops, src)] != [op]:
+            continue
+        op.operands[idx] = load.operands[0]
+        load.parent.ops.remove(load)
+
+
+def accelerate_matmul(module: Module) -> int:
+    """Rewrite every eligible dot of `module`; returns how many were moved onto simdgroup_matrix."""
+    count = 0
+    for fn in module.functions:
+        for op in [o for o in fn.walk() if o.name == "tt.dot"]:
+            mma = _eligible(op, module.num_warps)
+            if mma is not None:
+                _rewrite(fn, op, mma)
+                _read_operands_from_shared(fn, op)
+                count += 1
+    return count

@@ -1,0 +1,46 @@
+"""Small IR-editing helpers for the Apple passes: creating ops, inserting them, replacing uses."""
+from __future__ import annotations
+
+import itertools
+from typing import Iterable, Optional
+
+from ..ir import Block, Op, Value
+from ..ir.types import Type
+
+_ids = itertools.count()
+
+
+def new_value(hint: str, ty: Type, loc) -> Value:
+    return Value(f"{hint}_{next(_ids)}", ty, None, 0, loc)
+
+
+def convert_layout(src: Value, ty: Type, loc) -> Op:
+    res = new_value(f"{src.name}_cvt", ty, loc)
+    return Op("ttg.convert_layout", [src], [res], {}, [], loc)
+
+
+def insert_before(anchor: Op, op: Op) -> None:
+    block: Block = anchor.parent
+    block.ops.insert(block.ops.index(anchor), op)
+    op.parent = block
+
+
+def insert_after(anchor: Op, op: Op) -> None:
+    block: Block = anchor.parent
+    block.ops.insert(block.ops.index(anchor) + 1, op)
+    op.parent = block
+
+
+def uses(root_ops: Iterable[Op], v: Value):
+    """(op, operand index) of every use of `v` among `root_ops` and the ops nested in them."""
+    for top in root_ops:
+        for op in top.walk():
+            for i, operand in enumerate(op.operands):
+                if operand is v:
+                    yield op, i
+
+
+def replace_uses(root_ops: Iterable[Op], old: Value, new: Value, skip: Optional[Op] = None) -> None:
+    for op, i in list(uses(root_ops, old)):
+        if op is not skip:
+            op.operands[i] = new
