@@ -43,7 +43,8 @@
  *     site; threads that have returned no longer count.
  *   - Atomics: atomic_int / atomic_uint (device + threadgroup), atomic_bool, atomic_float (device only),
  *     atomic_ulong (device, min/max only); memory_order_relaxed only (others fail to compile).
- *   - Not provided: textures, samplers, matrices, simdgroup_matrix, packed_* types, metal::array,
+ *   - simdgroup_matrix<T, 8, 8>: metal_simdgroup_matrix.h.
+ *   - Not provided: textures, samplers, matrices, packed_* types, metal::array,
  *     quad-group functions, threadgroup memory passed as kernel arguments, erf/erfc/log1p/expm1
  *     (not in Metal).
  */
@@ -1200,6 +1201,8 @@ template <class T> inline T __tt_builtin(const uint32_t *v) {
     return (T)v[0];
   }
 }
+
+#include "metal_simdgroup_matrix.h"
 
 /* ============================================================================================== */
 /* Metal keywords (defined last so that the header itself never depends on them)                  */

@@ -1,0 +1,145 @@
+/* simdgroup_matrix<T, 8, 8> for the Metal-on-CPU emulator (included by metal_compat.h).
+ *
+ * Fragment layout (the one MLX and metal-flash-attention rely on; the MSL spec leaves it unspecified, and
+ * the apple backend's AppleMmaEncoding depends on it): lane l holds row 4*(l>>4) + ((l>>1)&3) and columns
+ * 4*((l>>3)&1) + 2*(l&1) + j, where j in {0, 1} indexes thread_elements().
+ *
+ * Every operation is a SIMD-group operation: all 32 lanes must take part, at the same call site, or the
+ * launch fails (strict). simdgroup_load/store touch only the calling lane's two elements; the multiplies
+ * exchange fragments through the simdgroup rendezvous, then each lane computes its own two results in
+ * float, summing products in k order, and rounds once to the destination type.
+ */
+#ifndef TT_METAL_SIMDGROUP_MATRIX_H
+#define TT_METAL_SIMDGROUP_MATRIX_H
+
+namespace __sgm {
+inline uint row(uint lane) { return 4u * (lane >> 4) + ((lane >> 1) & 3u); }
+inline uint col(uint lane, uint j) { return 4u * ((lane >> 3) & 1u) + 2u * (lane & 1u) + j; }
+template <class T> struct is_elem { static constexpr bool value = false; };
+template <> struct is_elem<float> { static constexpr bool value = true; };
+template <> struct is_elem<half> { static constexpr bool value = true; };
+template <> struct is_elem<bfloat> { static constexpr bool value = true; };
+
+/* Rendezvous of the whole simdgroup; returns the exchange area and this lane's index. */
+inline const tt_simd_xchg *all_lanes(const char *op, const void *val, uint size, uint site_line,
+                                     uint site_col, uint *lane) {
+  const tt_simd_xchg *x = __tt_simd(op, val, size, 0, site_line, site_col, lane);
+  if (x->active != 0xffffffffu) {
+    char msg[200];
+    __builtin_snprintf(msg, sizeof(msg),
+                       "%s needs all 32 lanes of the simdgroup, but only the lanes in mask 0x%08x take part", op,
+                       x->active);
+    __tt_fail(TT_ERR_SIMD, msg, site_line, site_col);
+  }
+  return x;
+}
+} // namespace __sgm
+
+template <class T, int Rows, int Cols> struct simdgroup_matrix {
+  static_assert(Rows == 8 && Cols == 8, "the emulator provides 8x8 simdgroup matrices only");
+  static_assert(__sgm::is_elem<T>::value, "simdgroup_matrix element type must be float, half or bfloat");
+  typedef T thread_elements_t __attribute__((ext_vector_type(2)));
+  thread_elements_t __e;
+
+  simdgroup_matrix() : __e(thread_elements_t{T(0), T(0)}) {}
+  thread_elements_t &thread_elements() { return __e; }
+  const thread_elements_t &thread_elements() const { return __e; }
+};
+
+typedef simdgroup_matrix<float, 8, 8> simdgroup_float8x8;
+typedef simdgroup_matrix<half, 8, 8> simdgroup_half8x8;
+typedef simdgroup_matrix<bfloat, 8, 8> simdgroup_bfloat8x8;
+
+template <class T, int R, int C> inline simdgroup_matrix<T, R, C> make_filled_simdgroup_matrix(T value) {
+  simdgroup_matrix<T, R, C> m;
+  m.__e[0] = value;
+  m.__e[1] = value;
+  return m;
+}
+
+#define __TT_SGM_LOAD(SPACE)                                                                           \
+  template <class T>                                                                                   \
+  inline void simdgroup_load(simdgroup_matrix<T, 8, 8> &d, const SPACE T *src,                  \
+                             ulong elements_per_row = 8, ulong2 matrix_origin = ulong2{0, 0},          \
+                             bool transpose_matrix = false, __TT_SITE_PARAMS) {                        \
+    uint lane;                                                                                         \
+    __sgm::all_lanes("simdgroup_load", nullptr, 0, __TT_SITE_ARGS, &lane);                             \
+    for (uint j = 0; j < 2; ++j) {                                                                     \
+      ulong r = __sgm::row(lane), c = __sgm::col(lane, j);                                             \
+      if (transpose_matrix) {                                                                          \
+        ulong t = r;                                                                                   \
+        r = c;                                                                                         \
+        c = t;                                                                                         \
+      }                                                                                                \
+      d.__e[j] = src[(matrix_origin.y + r) * elements_per_row + matrix_origin.x + c];                  \
+    }                                                                                                  \
+  }
+__TT_SGM_LOAD(__TT_TG)
+__TT_SGM_LOAD(__TT_DEV)
+__TT_SGM_LOAD(__TT_CONSTANT)
+#undef __TT_SGM_LOAD
+
+#define __TT_SGM_STORE(SPACE)                                                                          \
+  template <class T>                                                                                   \
+  inline void simdgroup_store(const simdgroup_matrix<T, 8, 8> &a, SPACE T *dst,                 \
+                              ulong elements_per_row = 8, ulong2 matrix_origin = ulong2{0, 0},         \
+                              bool transpose_matrix = false, __TT_SITE_PARAMS) {                       \
+    uint lane;                                                                                         \
+    __sgm::all_lanes("simdgroup_store", nullptr, 0, __TT_SITE_ARGS, &lane);                            \
+    for (uint j = 0; j < 2; ++j) {                                                                     \
+      ulong r = __sgm::row(lane), c = __sgm::col(lane, j);                                             \
+      if (transpose_matrix) {                                                                          \
+        ulong t = r;                                                                                   \
+        r = c;                                                                                         \
+        c = t;                                                                                         \
+      }                                                                                                \
+      dst[(matrix_origin.y + r) * elements_per_row + matrix_origin.x + c] = a.__e[j];                  \
+    }                                                                                                  \
+  }
+__TT_SGM_STORE(__TT_TG)
+__TT_SGM_STORE(__TT_DEV)
+#undef __TT_SGM_STORE
+
+namespace __sgm {
+/* Every lane's two elements of `m`, gathered into a dense 8x8 float matrix. */
+template <class T>
+inline void gather(const char *op, const simdgroup_matrix<T, 8, 8> &m, float out[8][8], uint site_line,
+                   uint site_col, uint *lane) {
+  float mine[2] = {float(m.__e[0]), float(m.__e[1])};
+  const tt_simd_xchg *x = all_lanes(op, mine, sizeof(mine), site_line, site_col, lane);
+  for (uint l = 0; l < 32; ++l) {
+    float v[2];
+    __builtin_memcpy(v, x->val[l], sizeof(v));
+    out[row(l)][col(l, 0)] = v[0];
+    out[row(l)][col(l, 1)] = v[1];
+  }
+}
+} // namespace __sgm
+
+template <class TD, class TA, class TB, class TC>
+inline void simdgroup_multiply_accumulate(simdgroup_matrix<TD, 8, 8> &d, const simdgroup_matrix<TA, 8, 8> &a,
+                                          const simdgroup_matrix<TB, 8, 8> &b, const simdgroup_matrix<TC, 8, 8> &c,
+                                          __TT_SITE_PARAMS) {
+  float A[8][8], B[8][8];
+  uint lane;
+  const float c0 = float(c.__e[0]), c1 = float(c.__e[1]);
+  __sgm::gather("simdgroup_multiply_accumulate", a, A, __TT_SITE_ARGS, &lane);
+  __sgm::gather("simdgroup_multiply_accumulate", b, B, __TT_SITE_ARGS, &lane);
+  const float cv[2] = {c0, c1};
+  const uint r = __sgm::row(lane);
+  for (uint j = 0; j < 2; ++j) {
+    const uint cc = __sgm::col(lane, j);
+    float acc = cv[j];
+    for (uint k = 0; k < 8; ++k)
+      acc += A[r][k] * B[k][cc];
+    d.__e[j] = TD(acc);
+  }
+}
+
+template <class TD, class TA, class TB>
+inline void simdgroup_multiply(simdgroup_matrix<TD, 8, 8> &d, const simdgroup_matrix<TA, 8, 8> &a,
+                               const simdgroup_matrix<TB, 8, 8> &b, __TT_SITE_PARAMS) {
+  simdgroup_multiply_accumulate(d, a, b, make_filled_simdgroup_matrix<TD, 8, 8>(TD(0)), __TT_SITE_ARGS);
+}
+
+#endif /* TT_METAL_SIMDGROUP_MATRIX_H */
