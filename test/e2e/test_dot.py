@@ -1,0 +1,186 @@
+"""tl.dot: GEMMs and attention as Triton's tutorials write them, on the simdgroup_matrix path (and the
+FMA fallback), against torch."""
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from conftest import compile_for_apple
+
+
+@triton.jit
+def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+                  BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, OUT_F16: tl.constexpr):
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    rm = pid_m * BM + tl.arange(0, BM)
+    rn = pid_n * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), dtype=tl.float16 if OUT_F16 else tl.float32)
+    for k in range(0, K, BK):
+        a = tl.load(a_ptr + rm[:, None] * stride_am + (k + rk)[None, :] * stride_ak,
+                    mask=(rm[:, None] < M) & ((k + rk)[None, :] < K), other=0.0)
+        b = tl.load(b_ptr + (k + rk)[:, None] * stride_bk + rn[None, :] * stride_bn,
+                    mask=((k + rk)[:, None] < K) & (rn[None, :] < N), other=0.0)
+        if OUT_F16:
+            acc = tl.dot(a, b, acc, out_dtype=tl.float16)
+        else:
+            acc += tl.dot(a, b)
+    tl.store(c_ptr + rm[:, None] * stride_cm + rn[None, :] * stride_cn, acc.to(c_ptr.dtype.element_ty),
+             mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+def _matmul(a, b, BM=32, BN=32, BK=16, out_dtype=None, num_warps=4, out_f16=False):
+    M, K = a.shape
+    _, N = b.shape
+    c = torch.empty((M, N), dtype=out_dtype or a.dtype, device=a.device)
+    grid = (triton.cdiv(M, BM), triton.cdiv(N, BN))
+    matmul_kernel[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0),
+                        c.stride(1), BM=BM, BN=BN, BK=BK, OUT_F16=out_f16, num_warps=num_warps)
+    return c
+
+
+TOL = {torch.float32: 1e-4, torch.float16: 2e-2, torch.bfloat16: 1.6e-1}
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("M,N,K", [(64, 64, 64), (70, 50, 90), (8, 8, 8), (1, 33, 17), (128, 32, 40)])
+def test_gemm_shapes_and_dtypes(M, N, K, dtype, device):
+    torch.manual_seed(0)
+    a = torch.randn(M, K, device=device).to(dtype)
+    b = torch.randn(K, N, device=device).to(dtype)
+    c = _matmul(a, b)
+    ref = (a.float() @ b.float()).to(dtype)
+    torch.testing.assert_close(c.float(), ref.float(), rtol=TOL[dtype], atol=TOL[dtype] * (K ** 0.5))
+
+
+@pytest.mark.parametrize("BM,BN,BK,num_warps", [(16, 16, 16, 1), (64, 32, 32, 4), (32, 64, 16, 8), (16, 64, 8, 2),
+                                                (64, 64, 32, 2)])
+def test_gemm_tilings(BM, BN, BK, num_warps, device):
+    a = torch.randn(100, 72, device=device).half()
+    b = torch.randn(72, 90, device=device).half()
+    c = _matmul(a, b, BM, BN, BK, num_warps=num_warps)
+    torch.testing.assert_close(c.float(), (a.float() @ b.float()).half().float(), rtol=2e-2, atol=0.1)
+
+
+def test_gemm_transposed_operands(device):
+    a = torch.randn(48, 80, device=device).half().t()  # (80, 48) with strides (1, 80)
+    b = torch.randn(64, 48, device=device).half().t()  # (48, 64), column-major
+    c = _matmul(a, b)
+    torch.testing.assert_close(c.float(), (a.float() @ b.float()).half().float(), rtol=2e-2, atol=0.1)
+
+
+def test_gemm_f16_output_accumulator(device):
+    a = torch.randn(32, 64, device=device).half() * 0.5
+    b = torch.randn(64, 32, device=device).half() * 0.5
+    c = _matmul(a, b, out_f16=True)
+    torch.testing.assert_close(c.float(), (a.float() @ b.float()), rtol=3e-2, atol=0.15)
+
+
+@triton.jit
+def int8_dot_kernel(a_ptr, b_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr):
+    rm = tl.arange(0, M)
+    rn = tl.arange(0, N)
+    rk = tl.arange(0, K)
+    a = tl.load(a_ptr + rm[:, None] * K + rk[None, :])
+    b = tl.load(b_ptr + rk[:, None] * N + rn[None, :])
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], tl.dot(a, b))
+
+
+def test_int8_dot_uses_fma_path_exactly(device):
+    a = torch.randint(-128, 127, (16, 32), dtype=torch.int8, device=device)
+    b = torch.randint(-128, 127, (32, 16), dtype=torch.int8, device=device)
+    c = torch.empty(16, 16, dtype=torch.int32, device=device)
+    int8_dot_kernel[(1, )](a, b, c, M=16, N=16, K=32)
+    assert torch.equal(c, a.int() @ b.int())
+
+
+@triton.jit
+def bmm_kernel(a_ptr, b_ptr, c_ptr, B: tl.constexpr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr):
+    rb = tl.arange(0, B)
+    rm = tl.arange(0, M)
+    rn = tl.arange(0, N)
+    rk = tl.arange(0, K)
+    a = tl.load(a_ptr + rb[:, None, None] * M * K + rm[None, :, None] * K + rk[None, None, :])
+    b = tl.load(b_ptr + rb[:, None, None] * K * N + rk[None, :, None] * N + rn[None, None, :])
+    c = tl.dot(a, b)
+    tl.store(c_ptr + rb[:, None, None] * M * N + rm[None, :, None] * N + rn[None, None, :], c)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+def test_batched_dot(dtype, device):
+    a = torch.randn(2, 16, 16, device=device).to(dtype)
+    b = torch.randn(2, 16, 32, device=device).to(dtype)
+    c = torch.empty(2, 16, 32, device=device)
+    bmm_kernel[(1, )](a, b, c, B=2, M=16, N=32, K=16)
+    torch.testing.assert_close(c, torch.bmm(a.float(), b.float()), rtol=1e-3, atol=1e-3)
+
+
+@triton.jit
+def attention_kernel(q_ptr, k_ptr, v_ptr, o_ptr, seq, scale, D: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+                     CAUSAL: tl.constexpr):
+    start_m = tl.program_id(0)
+    head = tl.program_id(1)
+    offs_m = start_m * BM + tl.arange(0, BM)
+    offs_n = tl.arange(0, BN)
+    offs_d = tl.arange(0, D)
+    base = head * seq * D
+    q = tl.load(q_ptr + base + offs_m[:, None] * D + offs_d[None, :], mask=offs_m[:, None] < seq, other=0.0)
+    m_i = tl.full([BM], -float("inf"), tl.float32)
+    l_i = tl.zeros([BM], tl.float32)
+    acc = tl.zeros([BM, D], tl.float32)
+    end = tl.minimum((start_m + 1) * BM, seq) if CAUSAL else seq
+    for start_n in range(0, end, BN):
+        cols = start_n + offs_n
+        k = tl.load(k_ptr + base + cols[None, :] * D + offs_d[:, None], mask=cols[None, :] < seq, other=0.0)
+        s = tl.dot(q, k) * scale
+        valid = cols[None, :] < seq
+        if CAUSAL:
+            valid = valid & (offs_m[:, None] >= cols[None, :])
+        s = tl.where(valid, s, -float("inf"))
+        m_new = tl.maximum(m_i, tl.max(s, axis=1))
+        alpha = tl.exp(m_i - m_new)
+        p = tl.exp(s - m_new[:, None])
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        acc = acc * alpha[:, None]
+        v = tl.load(v_ptr + base + cols[:, None] * D + offs_d[None, :], mask=cols[:, None] < seq, other=0.0)
+        acc = tl.dot(p.to(v.dtype), v, acc)
+        m_i = m_new
+    out = acc / l_i[:, None]
+    tl.store(o_ptr + base + offs_m[:, None] * D + offs_d[None, :], out.to(o_ptr.dtype.element_ty),
+             mask=offs_m[:, None] < seq)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("seq", [64, 50])
+def test_attention_forward(causal, seq, device):
+    torch.manual_seed(0)
+    H, D = 2, 32
+    q, k, v = (torch.randn(H, seq, D, device=device).half() for _ in range(3))
+    o = torch.empty_like(q)
+    scale = D ** -0.5
+    attention_kernel[(triton.cdiv(seq, 32), H)](q, k, v, o, seq, scale, D=D, BM=32, BN=32, CAUSAL=causal)
+    ref = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
+    torch.testing.assert_close(o.float(), ref, rtol=2e-2, atol=2e-2)
+
+
+def test_f16_gemm_uses_simdgroup_mma_and_keeps_the_accumulator_in_registers():
+    from triton._filecheck import run_filecheck
+    sig = {k: "i32" for k in ("M", "N", "K", "stride_am", "stride_ak", "stride_bk", "stride_bn", "stride_cm",
+                              "stride_cn")}
+    sig = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", **sig, "BM": "constexpr", "BN": "constexpr",
+           "BK": "constexpr", "OUT_F16": "constexpr"}
+    k = compile_for_apple(matmul_kernel, sig, {"BM": 64, "BN": 64, "BK": 32, "OUT_F16": False})
+    msl = k.asm["msl"].decode()
+    run_filecheck("gemm", msl, r"""
+CHECK: for (int k = {{.*}}; k < K; k += {{.*}})
+CHECK: simdgroup_matrix<float, 8, 8> {{.*}}[
+CHECK: simdgroup_load(
+CHECK: simdgroup_multiply_accumulate(
+CHECK: // ttg.convert_layout
+""")
+    loop = msl[msl.index("for (int k ="):msl.index("// ttg.convert_layout", msl.index("simdgroup_multiply_accumulate"))]
+    # inside the K loop the accumulator is only exchanged with fragments, never with threadgroup memory
+    acc_name = msl[msl.index("thread_elements()[0] = float(") + len("thread_elements()[0] = float("):].split("[")[0]
+    assert not any(acc_name in line and "smem" in line for line in loop.splitlines())
+    assert "simdgroup_load" in loop and loop.count("threadgroup_barrier") <= 4
