@@ -888,18 +888,22 @@ template <class T> inline T fetch_minmax(T *p, T v, bool is_max) {
   inline void atomic_store_explicit(volatile AS atomic<T> *obj, __tt::identity_t<T> desired, memory_order order)     \
       __TT_RELAXED(order) {                                                                            \
     __atomic_impl::check_basic<T, TG>();                                                               \
-    __atomic_store_n(__atomic_impl::ptr((atomic<T> *)obj), desired, __ATOMIC_RELAXED);                 \
+    __atomic_store(__atomic_impl::ptr((atomic<T> *)obj), &desired, __ATOMIC_RELAXED); /* any 32-bit T */ \
   }                                                                                                    \
   template <class T>                                                                                   \
   inline T atomic_load_explicit(const volatile AS atomic<T> *obj, memory_order order) __TT_RELAXED(order) {          \
     __atomic_impl::check_basic<T, TG>();                                                               \
-    return __atomic_load_n(__atomic_impl::ptr((atomic<T> *)obj), __ATOMIC_RELAXED);                    \
+    T value;                                                                                           \
+    __atomic_load(__atomic_impl::ptr((atomic<T> *)obj), &value, __ATOMIC_RELAXED);                     \
+    return value;                                                                                      \
   }                                                                                                    \
   template <class T>                                                                                   \
   inline T atomic_exchange_explicit(volatile AS atomic<T> *obj, __tt::identity_t<T> desired, memory_order order)     \
       __TT_RELAXED(order) {                                                                            \
     __atomic_impl::check_basic<T, TG>();                                                               \
-    return __atomic_exchange_n(__atomic_impl::ptr((atomic<T> *)obj), desired, __ATOMIC_RELAXED);       \
+    T previous;                                                                                        \
+    __atomic_exchange(__atomic_impl::ptr((atomic<T> *)obj), &desired, &previous, __ATOMIC_RELAXED);    \
+    return previous;                                                                                   \
   }                                                                                                    \
   template <class T>                                                                                   \
   inline bool atomic_compare_exchange_weak_explicit(volatile AS atomic<T> *obj, __tt::identity_t<T> *expected,      \

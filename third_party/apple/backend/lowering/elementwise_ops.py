@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Callable, List
 
 from ..ir import Op
-from ..ir.types import ScalarType, TensorType
+from ..ir.types import PointerType, ScalarType, TensorType
 from .core import FunctionEmitter, Lowered, elem_type, is_tensor, lowers, unsigned_type
 from .helpers import require
 
@@ -321,7 +321,9 @@ def _fresize(em: FunctionEmitter, op: Op) -> None:
 def _bitcast(em: FunctionEmitter, op: Op) -> None:
     src, dst = elem_type(op.operands[0]), elem_type(op.result)
     ct = em.ctype(dst)
-    if src.name == "i1" or dst.name == "i1":
+    if isinstance(dst, PointerType):  # pointer casts (e.g. float atomics done on int pointers)
+        elementwise(em, op, lambda a: f"({ct})({a[0]})")
+    elif src.name == "i1" or dst.name == "i1":
         elementwise(em, op, lambda a: f"{ct}({a[0]})")
     else:
         elementwise(em, op, lambda a: f"as_type<{ct}>({a[0]})")

@@ -1,0 +1,334 @@
+"""The conformance matrix: op x dtype cells, each either run against a torch reference or expected to be
+refused with a clear message. `test_conformance.py` runs every cell; `tools/coverage_table.py` turns the
+same cells into docs/coverage.md."""
+from __future__ import annotations
+
+import functools
+import operator
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import torch
+import triton
+import triton.language as tl
+
+INT_DTYPES = ["int8", "int16", "int32", "int64", "uint8", "uint32"]
+FLOAT_DTYPES = ["float16", "bfloat16", "float32"]
+ALL_DTYPES = INT_DTYPES + FLOAT_DTYPES
+TL = {"int8": tl.int8, "int16": tl.int16, "int32": tl.int32, "int64": tl.int64, "uint8": tl.uint8,
+      "uint32": tl.uint32, "float16": tl.float16, "bfloat16": tl.bfloat16, "float32": tl.float32,
+      "float64": tl.float64}
+N = 200  # not a multiple of the block: every kernel masks its tail
+
+
+@dataclass
+class Cell:
+    category: str
+    op: str
+    dtype: str
+    run: Callable[[str], None]  # raises on mismatch
+    refused: Optional[str] = None  # regex of the expected refusal, or None when it must work
+
+
+def _inputs(dtype: str, device: str, seed: int, positive: bool = False, small_shift: bool = False):
+    g = torch.Generator().manual_seed(seed)
+    t = getattr(torch, dtype)
+    if dtype.startswith("float") or dtype == "bfloat16":
+        x = torch.randn(N, generator=g) * 3
+        x[:8] = torch.tensor([0.0, -0.0, float("inf"), -float("inf"), float("nan"), 1e-3, -2.5, 7.0])
+        if positive:
+            x = x.abs() + 0.5
+        return x.to(t).to(device)
+    info = torch.iinfo(t)
+    if small_shift:
+        return torch.randint(0, info.bits, (N, ), generator=g).to(t).to(device)
+    lo, hi = (1, 100) if positive else (max(info.min, -1000), min(info.max, 1000))
+    x = torch.randint(lo, hi, (N, ), generator=g).to(t)
+    if not positive:
+        x[:2] = torch.tensor([info.min, info.max]).to(t)
+    return x.to(device)
+
+
+# -- binary ops --------------------------------------------------------------------------------------
+
+
+@triton.jit
+def _binary_kernel(x_ptr, y_ptr, o_ptr, n, OP: tl.constexpr, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = i < n
+    x = tl.load(x_ptr + i, mask=m)
+    y = tl.load(y_ptr + i, mask=m)
+    if OP == "add":
+        r = x + y
+    elif OP == "sub":
+        r = x - y
+    elif OP == "mul":
+        r = x * y
+    elif OP == "div":
+        r = x / y
+    elif OP == "floordiv":
+        r = x // y
+    elif OP == "mod":
+        r = x % y
+    elif OP == "minimum":
+        r = tl.minimum(x, y)
+    elif OP == "maximum":
+        r = tl.maximum(x, y)
+    elif OP == "lt":
+        r = (x < y).to(x.dtype)
+    elif OP == "eq":
+        r = (x == y).to(x.dtype)
+    elif OP == "and":
+        r = x & y
+    elif OP == "or":
+        r = x | y
+    elif OP == "xor":
+        r = x ^ y
+    elif OP == "shl":
+        r = x << y
+    elif OP == "shr":
+        r = x >> y
+    else:
+        r = tl.where(x > y, x, y)
+    tl.store(o_ptr + i, r, mask=m)
+
+
+def _trunc_div(x, y):
+    return torch.div(x, y, rounding_mode="trunc")
+
+
+def _c_mod(x, y):
+    return x - _trunc_div(x, y) * y
+
+
+_BINARY_REF = {
+    "add": lambda x, y: x + y, "sub": lambda x, y: x - y, "mul": lambda x, y: x * y, "div": lambda x, y: x / y,
+    "floordiv": _trunc_div, "mod": _c_mod, "minimum": torch.minimum, "maximum": torch.maximum,
+    "lt": lambda x, y: (x < y).to(x.dtype), "eq": lambda x, y: (x == y).to(x.dtype), "and": torch.bitwise_and,
+    "or": torch.bitwise_or, "xor": torch.bitwise_xor, "shl": torch.bitwise_left_shift,
+    "shr": torch.bitwise_right_shift, "where": lambda x, y: torch.where(x > y, x, y)
+}
+_FLOAT_ONLY = {"div"}
+_INT_ONLY = {"floordiv", "mod", "and", "or", "xor", "shl", "shr"}
+
+
+def _binary_runner(op: str, dtype: str, device: str):
+    def run(_):
+        x = _inputs(dtype, device, 1)
+        y = _inputs(dtype, device, 2, positive=op in ("floordiv", "mod", "div"), small_shift=op in ("shl", "shr"))
+        out = torch.empty_like(x)
+        _binary_kernel[(triton.cdiv(N, 128), )](x, y, out, N, OP=op, BLOCK=128)
+        if dtype.startswith("uint"):  # torch lacks most uint32 kernels: compute in int64, wrap back
+            ref = _BINARY_REF[op](x.to(torch.int64), y.to(torch.int64))
+            ref = (ref & ((1 << torch.iinfo(x.dtype).bits) - 1)).to(x.dtype) if op == "shl" else ref.to(x.dtype)
+        elif dtype in ("float16", "bfloat16") and op in ("add", "sub", "mul", "div"):
+            ref = _BINARY_REF[op](x.float(), y.float()).to(x.dtype)  # one rounding, as IEEE ops do
+        else:
+            ref = _BINARY_REF[op](x, y)
+        torch.testing.assert_close(out.cpu(), ref.cpu(), rtol=0, atol=0, equal_nan=True)
+
+    return run
+
+
+# -- math --------------------------------------------------------------------------------------------
+
+
+@triton.jit
+def _math_kernel(x_ptr, o_ptr, n, OP: tl.constexpr, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = i < n
+    x = tl.load(x_ptr + i, mask=m)
+    if OP == "exp":
+        r = tl.exp(x)
+    elif OP == "exp2":
+        r = tl.exp2(x)
+    elif OP == "log":
+        r = tl.log(x)
+    elif OP == "log2":
+        r = tl.log2(x)
+    elif OP == "sqrt":
+        r = tl.sqrt(x)
+    elif OP == "rsqrt":
+        r = tl.rsqrt(x)
+    elif OP == "sin":
+        r = tl.sin(x)
+    elif OP == "cos":
+        r = tl.cos(x)
+    elif OP == "abs":
+        r = tl.abs(x)
+    elif OP == "floor":
+        r = tl.floor(x)
+    elif OP == "ceil":
+        r = tl.ceil(x)
+    elif OP == "sigmoid":
+        r = tl.sigmoid(x)
+    elif OP == "erf":
+        r = tl.math.erf(x)
+    else:
+        r = tl.fma(x, x, x)
+    tl.store(o_ptr + i, r, mask=m)
+
+
+_MATH_REF = {
+    "exp": torch.exp, "exp2": torch.exp2, "log": torch.log, "log2": torch.log2, "sqrt": torch.sqrt,
+    "rsqrt": torch.rsqrt, "sin": torch.sin, "cos": torch.cos, "abs": torch.abs, "floor": torch.floor,
+    "ceil": torch.ceil, "sigmoid": torch.sigmoid, "erf": torch.erf, "fma": lambda x: x * x + x
+}
+_POSITIVE_MATH = {"log", "log2", "sqrt", "rsqrt"}
+
+
+def _math_runner(op: str, dtype: str, device: str):
+    def run(_):
+        x = _inputs(dtype, device, 3, positive=op in _POSITIVE_MATH)
+        out = torch.empty_like(x)
+        _math_kernel[(triton.cdiv(N, 128), )](x, out, N, OP=op, BLOCK=128)
+        ref = _MATH_REF[op](x.double()).to(x.dtype)
+        tol = {"float32": 4e-6, "float16": 1e-3, "bfloat16": 8e-3}.get(dtype, 0)
+        if op in ("abs", "floor", "ceil"):
+            tol = 0
+        torch.testing.assert_close(out.cpu(), ref.cpu(), rtol=tol, atol=tol, equal_nan=True)
+
+    return run
+
+
+# -- reductions and scans --------------------------------------------------------------------------
+
+
+@triton.jit
+def _reduce_kernel(x_ptr, o_ptr, n, OP: tl.constexpr, BLOCK: tl.constexpr):
+    i = tl.arange(0, BLOCK)
+    m = i < n
+    x = tl.load(x_ptr + i, mask=m, other=0)
+    if OP == "sum":
+        tl.store(o_ptr, tl.sum(x, axis=0))
+    elif OP == "max":
+        tl.store(o_ptr, tl.max(tl.where(m, x, tl.full(x.shape, 0, x.dtype)), axis=0))
+    elif OP == "min":
+        tl.store(o_ptr, tl.min(tl.where(m, x, tl.full(x.shape, 0, x.dtype)), axis=0))
+    elif OP == "argmax":
+        tl.store(o_ptr, tl.argmax(tl.where(m, x, tl.full(x.shape, 0, x.dtype)), axis=0).to(x.dtype))
+    elif OP == "xor_sum":
+        tl.store(o_ptr, tl.xor_sum(x, axis=0))
+    elif OP == "cumsum":
+        tl.store(o_ptr + i, tl.cumsum(x, axis=0), mask=m)
+    else:
+        tl.store(o_ptr + i, tl.cumprod(x, axis=0), mask=m)
+
+
+def _reduce_runner(op: str, dtype: str, device: str):
+    def run(_):
+        n = 100
+        x = _inputs(dtype, device, 4)[:n].clone()
+        if dtype.startswith("float") or dtype == "bfloat16":
+            x = torch.linspace(-2, 3, n, device=device).to(x.dtype)  # finite, so sums are comparable
+        if op == "cumprod":
+            if x.is_floating_point():
+                x = (1 + torch.linspace(-0.05, 0.05, n, device=device)).to(x.dtype)
+            else:
+                x = torch.where(x.to(torch.int64) % 2 == 0, 1, 3 if dtype.startswith("uint") else -1).to(x.dtype)
+        out = torch.zeros(n, dtype=x.dtype, device=device)
+        _reduce_kernel[(1, )](x, out, n, OP=op, BLOCK=128)
+        xf = x.double() if x.is_floating_point() else x.to(torch.int64)  # int results wrap on the cast back
+        refs = {
+            "sum": lambda: xf.sum().reshape(1), "max": lambda: torch.clamp(xf, min=0).max().reshape(1),
+            "min": lambda: torch.clamp(xf, max=0).min().reshape(1), "argmax": lambda: torch.argmax(
+                torch.clamp(xf, min=0)).reshape(1),
+            "xor_sum": lambda: torch.tensor([functools.reduce(operator.xor, x.to(torch.int64).tolist(), 0)]),
+            "cumsum": lambda: torch.cumsum(xf, 0), "cumprod": lambda: torch.cumprod(xf, 0)
+        }
+        ref = refs[op]().to(x.dtype)
+        got = out[:ref.numel()]
+        tol = 0 if not x.is_floating_point() else {"float32": 1e-5, "float16": 2e-2, "bfloat16": 1e-1}[dtype]
+        torch.testing.assert_close(got.cpu().double(), ref.cpu().double(), rtol=tol, atol=tol * 10)
+
+    return run
+
+
+# -- atomics ---------------------------------------------------------------------------------------
+
+
+@triton.jit
+def _atomic_kernel(t_ptr, v_ptr, old_ptr, n, OP: tl.constexpr, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = i < n
+    v = tl.load(v_ptr + i, mask=m)
+    p = t_ptr + (i % 4)
+    if OP == "add":
+        old = tl.atomic_add(p, v, mask=m)
+    elif OP == "max":
+        old = tl.atomic_max(p, v, mask=m)
+    elif OP == "min":
+        old = tl.atomic_min(p, v, mask=m)
+    elif OP == "and":
+        old = tl.atomic_and(p, v, mask=m)
+    elif OP == "or":
+        old = tl.atomic_or(p, v, mask=m)
+    elif OP == "xor":
+        old = tl.atomic_xor(p, v, mask=m)
+    else:
+        old = tl.atomic_xchg(p, v, mask=m)
+    tl.store(old_ptr + i, old, mask=m)
+
+
+def _atomic_runner(op: str, dtype: str, device: str):
+    def run(_):
+        v = _inputs(dtype, device, 5, positive=op in ("and", "or", "xor"))
+        if v.is_floating_point():
+            v = torch.linspace(-3, 4, N, device=device).to(v.dtype)
+        t = torch.zeros(4, dtype=v.dtype, device=device)
+        if op in ("and", "min"):
+            t.fill_(-1 if not dtype.startswith("uint") else torch.iinfo(v.dtype).max)
+        t0 = t.clone()
+        old = torch.empty_like(v)
+        _atomic_kernel[(triton.cdiv(N, 64), )](t, v, old, N, OP=op, BLOCK=64)
+        for slot in range(4):
+            vals = v[slot::4].cpu()
+            if op == "add" and v.is_floating_point():
+                ref = t0[slot].cpu().double() + vals.double().sum()
+                torch.testing.assert_close(t[slot].cpu().double(), ref, rtol=1e-5, atol=1e-3)
+            elif op == "add":  # integer sums wrap
+                ref = (t0[slot].cpu().to(torch.int64) + vals.to(torch.int64).sum()).to(v.dtype)
+                assert t[slot].item() == ref.item()
+            elif op == "xchg":
+                assert t[slot].item() in set(vals.tolist())
+            else:
+                fn = {"max": max, "min": min, "and": lambda a, b: a & b, "or": lambda a, b: a | b,
+                      "xor": lambda a, b: a ^ b}[op]
+                acc = t0[slot].item()
+                for x in vals.tolist():
+                    acc = fn(acc, x)
+                assert t[slot].item() == acc, (slot, t[slot].item(), acc)
+
+    return run
+
+
+# -- the matrix ------------------------------------------------------------------------------------
+
+
+def all_cells(device: str):
+    cells = []
+    for op in _BINARY_REF:
+        for dt in ALL_DTYPES:
+            if op in _FLOAT_ONLY and dt in INT_DTYPES or op in _INT_ONLY and dt in FLOAT_DTYPES:
+                continue
+            cells.append(Cell("arithmetic", op, dt, _binary_runner(op, dt, device)))
+    for op in _MATH_REF:
+        for dt in ["float32"]:
+            refused = "math.erf" if op == "erf" else None
+            cells.append(Cell("math", op, dt, _math_runner(op, dt, device), refused))
+    for op in ("sum", "max", "min", "argmax", "xor_sum", "cumsum", "cumprod"):
+        for dt in ALL_DTYPES:
+            if op == "xor_sum" and dt in FLOAT_DTYPES:
+                continue
+            cells.append(Cell("reduce/scan", op, dt, _reduce_runner(op, dt, device)))
+    for op in ("add", "max", "min", "and", "or", "xor", "xchg"):
+        for dt in ("int32", "uint32", "int64", "float32", "float16"):
+            if op in ("and", "or", "xor") and dt in ("float32", "float16"):
+                continue
+            refused = None
+            if dt in ("int64", ) or dt == "float16":
+                refused = "Metal|not supported|does not support"
+            cells.append(Cell("atomics", op, dt, _atomic_runner(op, dt, device), refused))
+    for dt in ["float64"]:
+        cells.append(Cell("arithmetic", "add", dt, _binary_runner("add", dt, device), "float64"))
+    return cells
