@@ -354,3 +354,19 @@ def test_atomic_cas_spin_lock(device):
     cas_kernel[(16, )](lock, out, num_warps=1)
     assert out[0].item() == 16
     assert sorted(out[1:].tolist()) == list(range(16))
+
+
+@triton.jit
+def row_sum_single_warp(x_ptr, out_ptr, M: tl.constexpr, N: tl.constexpr):
+    rm = tl.arange(0, M)
+    rn = tl.arange(0, N)
+    x = tl.load(x_ptr + rm[:, None] * N + rn[None, :])
+    tl.store(out_ptr + rm, tl.sum(x, axis=1))
+
+
+@pytest.mark.parametrize("M,N", [(32, 16), (64, 8), (8, 64)])
+def test_single_warp_layout_conversions_by_shuffle(M, N, device):
+    x = torch.randn(M, N, device=device)
+    out = torch.empty(M, device=device)
+    row_sum_single_warp[(1, )](x, out, M=M, N=N, num_warps=1)
+    torch.testing.assert_close(out, x.sum(1), rtol=1e-5, atol=1e-5)

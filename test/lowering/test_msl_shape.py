@@ -86,3 +86,51 @@ def test_num_ctas_is_refused():
     with pytest.raises(ValueError, match="num_ctas"):
         compile_for_apple(add_kernel, {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32",
                                        "BLOCK": "constexpr"}, {"BLOCK": 128}, num_ctas=2)
+
+
+@triton.jit
+def col_sum_kernel(x_ptr, out_ptr, M: tl.constexpr, N: tl.constexpr):
+    rm = tl.arange(0, M)
+    rn = tl.arange(0, N)
+    x = tl.load(x_ptr + rm[:, None] * N + rn[None, :])
+    tl.store(out_ptr + rm, tl.sum(x, axis=1))
+
+
+def test_convert_layout_inside_a_simdgroup_uses_shuffles():
+    k = compile_for_apple(col_sum_kernel, {"x_ptr": "*fp32", "out_ptr": "*fp32", "M": "constexpr",
+                                           "N": "constexpr"}, {"M": 32, "N": 16}, num_warps=1)
+    src = msl(k)
+    run_filecheck("convert", src, r"""
+CHECK: kernel void col_sum_kernel(
+CHECK: // ttg.convert_layout
+CHECK: const ushort src_lane{{.*}} = ushort(
+CHECK: = tt_shuffle(
+CHECK: // tt.store
+""")
+    convert = src[src.index("// ttg.convert_layout"):src.index("// tt.store", src.index("// ttg.convert_layout"))]
+    assert "threadgroup_barrier" not in convert and "tt_smem" not in convert
+
+
+def test_aligned_contiguous_fp32_load_is_a_128_bit_access():
+    import triton as _triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    sig = {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"}
+    # what the JIT passes for 16-byte aligned tensors and an n divisible by 16
+    attrs = {(i, ): [["tt.divisibility", 16]] for i in range(4)}
+    src = ASTSource(add_kernel, sig, {(4, ): 1024}, attrs)
+    k = _triton.compile(src, target=GPUTarget("metal", "apple7", 32))
+    run_filecheck("vec", msl(k), r"""
+CHECK: // tt.load
+CHECK: const float4 {{.*}} = *(device const float4*){{.*}};
+CHECK: // tt.load
+CHECK: const float4 {{.*}} = *(device const float4*){{.*}};
+CHECK: // tt.store
+CHECK: *(device float4*){{.*}} = {{.*}};
+""")
+
+
+def test_unaligned_or_unknown_length_stays_scalar():
+    k = compile_for_apple(add_kernel, {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32",
+                                       "BLOCK": "constexpr"}, {"BLOCK": 1024})
+    assert "float4" not in msl(k)

@@ -303,3 +303,58 @@ def bit_runs(values: Tuple[int, ...]) -> List[Tuple[int, int, int]]:
         runs.append((i, j - i + 1, v.bit_length() - 1))
         i = j + 1
     return runs
+
+
+@dataclass(frozen=True)
+class WarpShuffle:
+    """How a layout conversion that stays inside each simdgroup moves data: for destination register r of
+    lane l, the source register is reg_from_reg(r) ^ reg_from_lane(l) of lane lane_from_reg(r) ^
+    lane_from_lane(l). Each map is given by the images of the input bits."""
+    reg_from_reg: Tuple[int, ...]
+    reg_from_lane: Tuple[int, ...]
+    lane_from_reg: Tuple[int, ...]
+    lane_from_lane: Tuple[int, ...]
+
+
+def warp_shuffle_plan(dst: LinearLayout, src: LinearLayout) -> Optional[WarpShuffle]:
+    """Solve, over GF(2), for the source (register, lane) of every destination register and lane bit, when
+    both layouts place the same data in each simdgroup (equal warp bases). None if impossible."""
+    if dst.shape != src.shape or dst.warp != src.warp or len(dst.lane) != len(src.lane):
+        return None
+    shape = dst.shape
+    # elimination basis: packed coordinate -> (pivot vector, (src reg bits, src lane bits))
+    basis: List[Tuple[int, int, int]] = []
+    for i, b in enumerate(src.reg):
+        basis.append((_pack(b, shape), 1 << i, 0))
+    for i, b in enumerate(src.lane):
+        basis.append((_pack(b, shape), 0, 1 << i))
+    reduced: List[Tuple[int, int, int]] = []  # (vector with a unique leading bit, reg, lane)
+    for vec, r, l in basis:
+        for pv, pr, pl in reduced:
+            if vec ^ pv < vec:
+                vec, r, l = vec ^ pv, r ^ pr, l ^ pl
+        if vec:
+            reduced.append((vec, r, l))
+            reduced.sort(key=lambda t: -t[0])
+
+    def solve(c) -> Optional[Tuple[int, int]]:
+        vec, r, l = _pack(c, shape), 0, 0
+        for pv, pr, pl in reduced:
+            if vec ^ pv < vec:
+                vec, r, l = vec ^ pv, r ^ pr, l ^ pl
+        return None if vec else (r, l)
+
+    rr, lr, rl, ll = [], [], [], []
+    for b in dst.reg:
+        s = solve(b)
+        if s is None:
+            return None
+        rr.append(s[0])
+        lr.append(s[1])
+    for b in dst.lane:
+        s = solve(b)
+        if s is None:
+            return None
+        rl.append(s[0])
+        ll.append(s[1])
+    return WarpShuffle(tuple(rr), tuple(rl), tuple(lr), tuple(ll))

@@ -14,48 +14,25 @@ from ..layouts import LinearLayout, local_register_map
 from .core import FunctionEmitter, Lowered, elem_type, linear_expr, lowers
 from .tensor_ops import row_major_strides, index_expr
 
-SHUFFLE_XOR = """static inline float tt_shuffle_xor(float v, ushort m) {
-    return simd_shuffle_xor(v, m);
-}
-static inline half tt_shuffle_xor(half v, ushort m) {
-    return simd_shuffle_xor(v, m);
-}
-static inline int tt_shuffle_xor(int v, ushort m) {
-    return simd_shuffle_xor(v, m);
-}
-static inline uint tt_shuffle_xor(uint v, ushort m) {
-    return simd_shuffle_xor(v, m);
-}
-static inline short tt_shuffle_xor(short v, ushort m) {
-    return simd_shuffle_xor(v, m);
-}
-static inline ushort tt_shuffle_xor(ushort v, ushort m) {
-    return simd_shuffle_xor(v, m);
-}
-static inline char tt_shuffle_xor(char v, ushort m) {
-    return char(simd_shuffle_xor(short(v), m));
-}
-static inline uchar tt_shuffle_xor(uchar v, ushort m) {
-    return uchar(simd_shuffle_xor(ushort(v), m));
-}
-static inline bool tt_shuffle_xor(bool v, ushort m) {
-    return simd_shuffle_xor(ushort(v ? 1 : 0), m) != 0;
-}
-static inline bfloat tt_shuffle_xor(bfloat v, ushort m) {
-    return as_type<bfloat>(simd_shuffle_xor(as_type<ushort>(v), m));
-}
-static inline long tt_shuffle_xor(long v, ushort m) {
-    uint2 parts = as_type<uint2>(v);
-    parts.x = simd_shuffle_xor(parts.x, m);
-    parts.y = simd_shuffle_xor(parts.y, m);
-    return as_type<long>(parts);
-}
-static inline ulong tt_shuffle_xor(ulong v, ushort m) {
-    uint2 parts = as_type<uint2>(v);
-    parts.x = simd_shuffle_xor(parts.x, m);
-    parts.y = simd_shuffle_xor(parts.y, m);
-    return as_type<ulong>(parts);
-}"""
+def shuffle_helpers(name: str, metal_fn: str) -> str:
+    """`name(T v, ushort arg)` overloads for every scalar type over Metal's `metal_fn`, which only takes
+    8/16/32-bit values: 64-bit values move as two 32-bit halves, bool as ushort."""
+    direct = ["float", "half", "int", "uint", "short", "ushort"]
+    out = [f"static inline {t} {name}({t} v, ushort m) {{\n    return {metal_fn}(v, m);\n}}" for t in direct]
+    out.append(f"static inline char {name}(char v, ushort m) {{\n    return char({metal_fn}(short(v), m));\n}}")
+    out.append(f"static inline uchar {name}(uchar v, ushort m) {{\n    return uchar({metal_fn}(ushort(v), m));\n}}")
+    out.append(f"static inline bool {name}(bool v, ushort m) {{\n    return {metal_fn}(ushort(v ? 1 : 0), m) != 0;\n}}")
+    out.append(f"static inline bfloat {name}(bfloat v, ushort m) {{\n"
+               f"    return as_type<bfloat>({metal_fn}(as_type<ushort>(v), m));\n}}")
+    for t in ("long", "ulong"):
+        out.append(f"static inline {t} {name}({t} v, ushort m) {{\n    uint2 parts = as_type<uint2>(v);\n"
+                   f"    parts.x = {metal_fn}(parts.x, m);\n    parts.y = {metal_fn}(parts.y, m);\n"
+                   f"    return as_type<{t}>(parts);\n}}")
+    return "\n".join(out)
+
+
+SHUFFLE_XOR = shuffle_helpers("tt_shuffle_xor", "simd_shuffle_xor")
+SHUFFLE = shuffle_helpers("tt_shuffle", "simd_shuffle")
 
 
 def _classify(bases: Sequence[Tuple[int, ...]], axis: int, what: str, em: FunctionEmitter) -> Tuple[List[int], List[int]]:

@@ -15,7 +15,7 @@ from typing import Callable, List, Sequence
 
 from ..ir import Op
 from ..ir.types import TensorType
-from ..layouts import Coord, LinearLayout, local_register_map
+from ..layouts import Coord, LinearLayout, local_register_map, warp_shuffle_plan
 from .core import FunctionEmitter, Lowered, elem_type, is_tensor, linear_expr, lowers
 
 
@@ -173,7 +173,44 @@ def _relayout(em: FunctionEmitter, op: Op, project: Callable[[Coord], Coord], sr
         with em.for_regs(out.regs) as r:
             em.emit(f"{out.at(r)} = {src.at(linear_expr(r, mapping) if out.regs > 1 else '0')};")
         return
+    if op.name == "ttg.convert_layout":
+        plan = warp_shuffle_plan(dst_lay, src.layout)
+        if plan is not None:
+            _relayout_with_shuffles(em, op, src, dst_lay, plan)
+            return
     _relayout_through_smem(em, op, src, dst_lay, src_index_strides)
+
+
+def _span(images: Sequence[int]) -> List[int]:
+    values = {0}
+    for v in images:
+        values |= {x ^ v for x in values}
+    return sorted(values)
+
+
+def _relayout_with_shuffles(em: FunctionEmitter, op: Op, src: Lowered, dst_lay: LinearLayout, plan) -> None:
+    """Data that stays inside each simdgroup moves with `simd_shuffle`: per destination register, one
+    shuffle per distinct source register the lanes need."""
+    from .reduce_ops import SHUFFLE
+    em.ctx.add_helper("tt_shuffle", SHUFFLE)
+    out = em.declare(op.result)
+    lane_dep = linear_expr("tt_lane", plan.reg_from_lane)
+    with em.for_regs(out.regs) as r:
+        src_lane = em.temp("src_lane")
+        parts = [p for p in (linear_expr(r, plan.lane_from_reg) if out.regs > 1 else "0",
+                             linear_expr("tt_lane", plan.lane_from_lane)) if p != "0"]
+        em.emit(f"const ushort {src_lane} = ushort({' ^ '.join(parts) if parts else '0'});")
+        base = linear_expr(r, plan.reg_from_reg) if out.regs > 1 else "0"
+        choices = _span(plan.reg_from_lane)
+        if len(choices) == 1:
+            em.emit(f"{out.at(r)} = tt_shuffle({src.at(base)}, {src_lane});")
+        for t in choices if len(choices) > 1 else ():
+            got = em.temp("shfl")
+            idx = f"({base}) ^ {t}" if base != "0" else str(t)
+            em.emit(f"const {out.ctype} {got} = tt_shuffle({src.at(idx)}, {src_lane});")
+            em.open(f"if (({lane_dep}) == {t})")
+            em.emit(f"{out.at(r)} = {got};")
+            em.close()
 
 
 def row_major_strides(shape: Sequence[int]) -> List[int]:
