@@ -165,3 +165,9 @@ def _dot_fma(em: FunctionEmitter, op: Op) -> None:
             em.emit(f"{acc} = float({out.ctype}(fma(float({a.at(ia)}), float({b.at(ib)}), {acc})));")
         em.close()
         em.emit(f"{out.at(r)} = {out.ctype}({acc});")
+
+
+@lowers("tt.dot_scaled")
+def _dot_scaled(em: FunctionEmitter, op: Op) -> None:
+    raise em.error("tl.dot_scaled is not supported: Apple GPUs have no block-scaled (microscaling) matrix "
+                   "instructions. Dequantize the operands (e.g. to float16) and use tl.dot")
