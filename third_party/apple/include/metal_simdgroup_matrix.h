@@ -42,6 +42,14 @@ template <class T, int Rows, int Cols> struct simdgroup_matrix {
   thread_elements_t __e;
 
   simdgroup_matrix() : __e(thread_elements_t{T(0), T(0)}) {}
+  /* simdgroup_matrix<T, 8, 8>(dval): the diagonal matrix dval * I (MSL Table 6.9). A SIMD-group operation
+     here (each lane needs its position in the fragment), so all 32 lanes must construct it together. */
+  explicit simdgroup_matrix(T dval, __TT_SITE_PARAMS) {
+    uint lane;
+    __sgm::all_lanes("simdgroup_matrix(T)", nullptr, 0, __TT_SITE_ARGS, &lane);
+    for (uint j = 0; j < 2; ++j)
+      __e[j] = __sgm::col(lane, j) == __sgm::row(lane) ? dval : T(0);
+  }
   thread_elements_t &thread_elements() { return __e; }
   const thread_elements_t &thread_elements() const { return __e; }
 };
