@@ -55,8 +55,58 @@ class AxisInfoAnalysis:
         self._scalar_div: Dict[int, int] = {}
         for arg, attrs in zip(fn.args, fn.arg_attrs or [{}] * len(fn.args)):
             self._scalar_div[id(arg)] = int((attrs or {}).get("tt.divisibility", 1))
-        for op in fn.walk():
-            self._visit(op)
+        self._visit_ops(fn.body.entry.ops)
+
+    def _visit_ops(self, ops) -> None:
+        for op in ops:
+            if op.name == "scf.for":
+                self._visit_for(op)
+            else:
+                for region in op.regions:
+                    for block in region.blocks:
+                        self._visit_ops(block.ops)
+                self._visit(op)
+
+    def _meet(self, a: AxisInfo, b: AxisInfo) -> AxisInfo:
+        return AxisInfo(tuple(math.gcd(x, y) for x, y in zip(a.contiguity, b.contiguity)),
+                        tuple(math.gcd(x, y) for x, y in zip(a.divisibility, b.divisibility)),
+                        tuple(math.gcd(x, y) for x, y in zip(a.constancy, b.constancy)))
+
+    def _visit_for(self, op: Op) -> None:
+        """The induction variable is lb + k*step; a loop-carried value gets what holds both for its initial
+        value and for every value the body yields (iterated to a fixed point)."""
+        lb, _, step, *inits = op.operands
+        body = op.regions[0].entry
+        iv, *carried = body.args
+        self._scalar_div[id(iv)] = math.gcd(self.scalar_divisibility(lb), self.scalar_divisibility(step))
+        for arg, init in zip(carried, inits):
+            self._copy(init, arg)
+        yield_op = body.ops[-1] if body.ops and body.ops[-1].name == "scf.yield" else None
+        for _ in range(4):
+            self._visit_ops(body.ops)
+            if yield_op is None:
+                break
+            changed = False
+            for arg, y in zip(carried, yield_op.operands):
+                if isinstance(arg.type, TensorType):
+                    new = self._meet(self.get(arg), self.get(y))
+                    if new != self.get(arg):
+                        self.info[id(arg)] = new
+                        changed = True
+                else:
+                    new = math.gcd(self.scalar_divisibility(arg), self.scalar_divisibility(y))
+                    if new != self.scalar_divisibility(arg):
+                        self._scalar_div[id(arg)] = new
+                        changed = True
+            if not changed:
+                break
+        for res, arg in zip(op.results, carried):
+            self._copy(arg, res)
+
+    def _copy(self, src: Value, dst: Value) -> None:
+        if id(src) in self.info:
+            self.info[id(dst)] = self.info[id(src)]
+        self._scalar_div[id(dst)] = self.scalar_divisibility(src)
 
     # -- queries --------------------------------------------------------------------------------
 

@@ -81,6 +81,15 @@ def _loop_carrier(op: Op):
     return loop, slot
 
 
+def _fold_following_converts(fn: Function, cvt: Op) -> None:
+    """When everything that reads `cvt`'s result converts it again, convert once, from the source."""
+    readers = list(uses(fn.body.entry.ops, cvt.result))
+    if readers and all(u.name == "ttg.convert_layout" for u, _ in readers):
+        for u, i in readers:
+            u.operands[i] = cvt.operands[0]
+        cvt.parent.ops.remove(cvt)
+
+
 def _rewrite(fn: Function, op: Op, mma: AppleMmaEncoding) -> None:
     res = op.result
     orig: TensorType = res.type
@@ -89,24 +98,26 @@ def _rewrite(fn: Function, op: Op, mma: AppleMmaEncoding) -> None:
     if carrier is not None:
         loop, slot = carrier
         init = loop.operands[3 + slot]
-        cvt_in = convert_layout(init, mma_ty, loop.loc)
+        cvt_in = convert_layout(init, mma_ty, loop.loc, f"{init.name}_mma")
         insert_before(loop, cvt_in)
         loop.operands[3 + slot] = cvt_in.result
         op.operands[2].type = mma_ty
         res.type = mma_ty
         out = loop.results[slot]
         out.type = mma_ty
-        cvt_out = convert_layout(out, orig, loop.loc)
+        cvt_out = convert_layout(out, orig, loop.loc, f"{out.name}_blocked")
         insert_after(loop, cvt_out)
         replace_uses(fn.body.entry.ops, out, cvt_out.result, skip=cvt_out)
+        _fold_following_converts(fn, cvt_out)
         return
-    cvt_in = convert_layout(op.operands[2], mma_ty, op.loc)
+    cvt_in = convert_layout(op.operands[2], mma_ty, op.loc, f"{op.operands[2].name}_mma")
     insert_before(op, cvt_in)
     op.operands[2] = cvt_in.result
     res.type = mma_ty
-    cvt_out = convert_layout(res, orig, op.loc)
+    cvt_out = convert_layout(res, orig, op.loc, f"{res.name}_blocked")
     insert_after(op, cvt_out)
     replace_uses(fn.body.entry.ops, res, cvt_out.result, skip=cvt_out)
+    _fold_following_converts(fn, cvt_out)
 
 
 def _read_operands_from_shared(fn: Function, op: Op) -> None:

@@ -1,22 +1,16 @@
 """Small IR-editing helpers for the Apple passes: creating ops, inserting them, replacing uses."""
 from __future__ import annotations
 
-import itertools
 from typing import Iterable, Optional
 
 from ..ir import Block, Op, Value
 from ..ir.types import Type
 
-_ids = itertools.count()
 
-
-def new_value(hint: str, ty: Type, loc) -> Value:
-    return Value(f"{hint}_{next(_ids)}", ty, None, 0, loc)
-
-
-def convert_layout(src: Value, ty: Type, loc) -> Op:
-    res = new_value(f"{src.name}_cvt", ty, loc)
-    return Op("ttg.convert_layout", [src], [res], {}, [], loc)
+def convert_layout(src: Value, ty: Type, loc, name: str) -> Op:
+    """A `ttg.convert_layout` of `src` to `ty`; `name` must be unique in the function (the pass derives it
+    from the source value, so the same kernel always gets the same names and the same MSL)."""
+    return Op("ttg.convert_layout", [src], [Value(name, ty, None, 0, loc)], {}, [], loc)
 
 
 def insert_before(anchor: Op, op: Op) -> None:
