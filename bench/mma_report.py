@@ -270,9 +270,9 @@ def cases() -> List[Case]:
         _matmul_case("matmul f16 (f16 acc) -> f16", torch.float16, torch.float16, acc_f16=True, tol=5e-2),
         _attention_case("flash-attn fwd f16, non-causal", False),
         _attention_case("flash-attn fwd f16, causal", True),
-        # the tile of Triton's matmul tutorial configs (128x64x32, 4 warps): over Metal's 32 KB
-        _matmul_case("matmul f16 128x64x32 tile", torch.float16, torch.float16, BM=128, BN=64, BK=32,
-                     compile_error="bytes of threadgroup memory"),
+        # the tile of Triton's matmul tutorial configs (128x64x32, 4 warps): fits Metal's 32 KB because the
+        # epilogue's conversion reuses the threadgroup memory of the dead A/B tiles
+        _matmul_case("matmul f16 128x64x32 tile", torch.float16, torch.float16, BM=128, BN=64, BK=32),
     ]
 
 

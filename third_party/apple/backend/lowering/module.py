@@ -75,6 +75,9 @@ class _ModuleContext(KernelContext):
         self._helper_counter: Dict[str, int] = {}
         self.used_values = {id(v) for f in module.functions for op in f.walk() for v in op.operands}
         self.has_debug = any(op.name in ("tt.print", "tt.assert") for f in module.functions for op in f.walk())
+        self.low_scratch = 0  # bytes of scratch placed at offset 0 where no shared buffer is live
+        self._live = None
+        self._position = {id(op): i for i, op in enumerate(o for f in module.functions for o in f.walk())}
         self.debug_formats: List[dict] = []
 
     def add_debug_format(self, fmt: dict) -> int:
@@ -82,15 +85,27 @@ class _ModuleContext(KernelContext):
         return len(self.debug_formats) - 1
 
     def scratch_offset(self, op: Op, nbytes: int) -> int:
-        """Offset in `tt_smem` of scratch space for `op`: upstream's allocation when it is big enough,
-        otherwise a region of our own after everything upstream allocated."""
+        """Offset in `tt_smem` of scratch space for `op`: upstream's allocation when it is big enough; the
+        start of threadgroup memory when no explicit shared buffer is live at `op`; otherwise a region of
+        our own after everything upstream allocated."""
         self.uses_smem = True
         off, size = op.attrs.get("allocation.offset"), op.attrs.get("allocation.size")
         if off is not None and size is not None and nbytes <= int(size):
             return int(off)
+        if not self._buffers_live_at(op):
+            self.low_scratch = max(self.low_scratch, nbytes)
+            return 0
         base = (self.upstream_shared + 15) // 16 * 16
         self.extra_scratch = max(self.extra_scratch, nbytes)
         return base
+
+    def _buffers_live_at(self, op: Op) -> bool:
+        if self._live is None:
+            self._live = _buffer_live_ranges(self.module)
+        pos = self._position.get(id(op))
+        if pos is None:
+            return True  # unknown op: assume the worst
+        return any(start <= pos <= end for start, end in self._live)
 
     def elem_bytes(self, ty: Type) -> int:
         if isinstance(ty, PointerType):
@@ -113,10 +128,39 @@ class _ModuleContext(KernelContext):
 
     @property
     def shared_bytes(self) -> int:
-        total = self.upstream_shared
+        total = max(self.upstream_shared, self.low_scratch)
         if self.extra_scratch:
-            total = (self.upstream_shared + 15) // 16 * 16 + self.extra_scratch
+            total = max(total, (self.upstream_shared + 15) // 16 * 16 + self.extra_scratch)
         return total
+
+
+def _buffer_live_ranges(module: Module) -> List[Tuple[int, int]]:
+    """Pre-order position ranges during which each `ttg.local_alloc` buffer may be read. A buffer used
+    inside a loop that does not contain its allocation stays live to the end of that loop."""
+    order = [o for f in module.functions for o in f.walk()]
+    pos = {id(o): i for i, o in enumerate(order)}
+    span = {}
+    for o in order:
+        if o.regions:
+            inner = [pos[id(x)] for x in o.walk()]
+            span[id(o)] = (min(inner), max(inner))
+    loops = [o for o in order if o.name in ("scf.for", "scf.while")]
+    ranges = []
+    for o in order:
+        if o.name != "ttg.local_alloc":
+            continue
+        start = end = pos[id(o)]
+        buf = o.result
+        for user in order:
+            if any(v is buf for v in user.operands):
+                p = pos[id(user)]
+                end = max(end, p)
+                for loop in loops:
+                    lo, hi = span[id(loop)]
+                    if lo <= p <= hi and not lo <= start <= hi:
+                        end = max(end, hi)
+        ranges.append((start, end))
+    return ranges
 
 
 def _triton_type_name(ty: Type) -> str:
