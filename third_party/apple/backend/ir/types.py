@@ -233,17 +233,24 @@ class AppleMmaEncoding(Encoding):
         return f"#apple.mma<{{warpsPerCTA = {_ints(self.warps_per_cta)}}}>"
 
     def linear_layout(self, shape: Tuple[int, ...], num_warps: int):
+        """The fragment tiling of an (.., M, N) tensor. Extents smaller than the tiling (e.g. the unit
+        dimension of a broadcast row) replicate lanes and warps and drop registers, as blocked layouts do."""
         from ..layouts import LinearLayout
         rank = len(shape)
         m_dim, n_dim = rank - 2, rank - 1
         wm, wn = self.warps_per_cta
-        tile_m, tile_n = shape[m_dim] // wm, shape[n_dim] // wn
-        if tile_m < 8 or tile_n < 8 or tile_m % 8 or tile_n % 8:
+        full_m, full_n = max(shape[m_dim], 8 * wm), max(shape[n_dim], 8 * wn)
+        tile_m, tile_n = full_m // wm, full_n // wn
+        if tile_m % 8 or tile_n % 8:
             raise ValueError(f"{self.text()} cannot tile shape {list(shape)}")
 
         def at(dim: int, value: int) -> Tuple[int, ...]:
             return tuple(value if d == dim else 0 for d in range(rank))
 
+        def fits(b: Tuple[int, ...]) -> bool:
+            return all(x < n for x, n in zip(b, shape))
+
+        zero = tuple(0 for _ in range(rank))
         reg = [at(n_dim, 1)]
         reg += [at(n_dim, 8 << i) for i in range((tile_n // 8).bit_length() - 1)]
         reg += [at(m_dim, 8 << i) for i in range((tile_m // 8).bit_length() - 1)]
@@ -253,5 +260,6 @@ class AppleMmaEncoding(Encoding):
         warp = [at(n_dim, tile_n << i) for i in range(wn.bit_length() - 1)]
         warp += [at(m_dim, tile_m << i) for i in range(wm.bit_length() - 1)]
         while len(warp) < num_warps.bit_length() - 1:
-            warp.append(tuple(0 for _ in range(rank)))  # more simdgroups than tiles: replicas
-        return LinearLayout(tuple(shape), tuple(reg), tuple(lane), tuple(warp))
+            warp.append(zero)  # more simdgroups than tiles: replicas
+        return LinearLayout(tuple(shape), tuple(b for b in reg if fits(b)), tuple(b if fits(b) else zero for b in lane),
+                            tuple(b if fits(b) else zero for b in warp))

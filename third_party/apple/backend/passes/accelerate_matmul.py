@@ -60,25 +60,88 @@ def _eligible(op: Op, num_warps: int) -> Optional[AppleMmaEncoding]:
     return AppleMmaEncoding(warps) if warps else None
 
 
+_RESCALE_OPS = ("arith.mulf", "arith.addf", "arith.subf", "arith.divf")
+
+
+def _row_broadcast(v):
+    """(expand_dims op, broadcast op) when `v` is `broadcast(expand_dims(x))` of a 1-D-per-row value."""
+    bc = v.owner
+    if not isinstance(bc, Op) or bc.name != "tt.broadcast":
+        return None
+    ex = bc.operands[0].owner
+    while isinstance(ex, Op) and ex.name == "ttg.convert_layout":  # layout hops between the two
+        ex = ex.operands[0].owner
+    if not isinstance(ex, Op) or ex.name != "tt.expand_dims":
+        return None
+    return ex, bc
+
+
 def _loop_carrier(op: Op):
-    """If the accumulator is an scf.for iter_arg used only by this dot, and the dot's result is yielded
-    back into the same slot, return (for_op, slot)."""
-    acc = op.operands[2]
-    block = acc.owner
-    if not isinstance(block, Block) or block.parent is None or block.parent.parent is None:
+    """If the accumulator is an scf.for iter_arg that reaches this dot only through elementwise rescaling by
+    row-broadcast values (`acc = acc * alpha[:, None]` in attention), and the dot's result is yielded back
+    into the same slot, return (for_op, slot, rescale ops from the iter_arg to the dot)."""
+    chain = []
+    v = op.operands[2]
+    while True:
+        owner = v.owner
+        if isinstance(owner, Block):
+            break
+        if not isinstance(owner, Op) or owner.name not in _RESCALE_OPS:
+            return None
+        through = [x for x in owner.operands if not _row_broadcast(x)]
+        if len(through) != 1:
+            return None
+        chain.append(owner)
+        v = through[0]
+    acc, block = v, v.owner
+    if block.parent is None or block.parent.parent is None:
         return None
     loop = block.parent.parent
     if loop.name != "scf.for" or acc not in block.args[1:]:
         return None
     slot = block.args.index(acc) - 1
-    if [u for u, _ in uses(block.ops, acc)] != [op]:
-        return None
+    consumers = list(reversed(chain)) + [op]
+    value = acc
+    for consumer in consumers:  # each link of the chain is read once, by the next link
+        if [u for u, _ in uses(block.ops, value)] != [consumer]:
+            return None
+        value = consumer.result
     yield_op = block.ops[-1] if block.ops else None
     if yield_op is None or yield_op.name != "scf.yield" or yield_op.operands[slot] is not op.result:
         return None
     if [u for u, _ in uses(block.ops, op.result)] != [yield_op]:
         return None
-    return loop, slot
+    return loop, slot, list(reversed(chain))
+
+
+def _move_rescale_to_mma(chain, mma: AppleMmaEncoding) -> None:
+    """Give the rescale ops the MMA layout; their row-broadcast operands are rebuilt from the 1-D value
+    converted to the MMA rows' slice layout, so only that vector moves between layouts."""
+    from ..ir.types import SliceEncoding
+    for link in chain:
+        res_ty: TensorType = link.result.type
+        link.result.type = TensorType(res_ty.shape, res_ty.element, mma)
+        for i, x in enumerate(link.operands):
+            rb = _row_broadcast(x)
+            if rb is None:
+                continue
+            ex, bc = rb
+            axis = int(ex.attrs["axis"])
+            row = ex.operands[0]
+            slice_ty = TensorType(row.type.shape, row.type.element, SliceEncoding(axis, mma))
+            cvt = convert_layout(row, slice_ty, link.loc, f"{row.name}_mma_rows")
+            ex_ty, bc_ty = ex.result.type, bc.result.type
+            new_ex = Op("tt.expand_dims", [cvt.result], [
+                type(ex.result)(f"{ex.result.name}_mma", TensorType(ex_ty.shape, ex_ty.element, mma), None, 0,
+                                link.loc)
+            ], dict(ex.attrs), [], link.loc)
+            new_bc = Op("tt.broadcast", [new_ex.result], [
+                type(bc.result)(f"{bc.result.name}_mma", TensorType(bc_ty.shape, bc_ty.element, mma), None, 0,
+                                link.loc)
+            ], {}, [], link.loc)
+            for new in (cvt, new_ex, new_bc):
+                insert_before(link, new)
+            link.operands[i] = new_bc.result
 
 
 def _fold_following_converts(fn: Function, cvt: Op) -> None:
@@ -96,12 +159,13 @@ def _rewrite(fn: Function, op: Op, mma: AppleMmaEncoding) -> None:
     mma_ty = TensorType(orig.shape, orig.element, mma)
     carrier = _loop_carrier(op)
     if carrier is not None:
-        loop, slot = carrier
+        loop, slot, chain = carrier
         init = loop.operands[3 + slot]
         cvt_in = convert_layout(init, mma_ty, loop.loc, f"{init.name}_mma")
         insert_before(loop, cvt_in)
         loop.operands[3 + slot] = cvt_in.result
-        op.operands[2].type = mma_ty
+        loop.regions[0].entry.args[1 + slot].type = mma_ty
+        _move_rescale_to_mma(chain, mma)
         res.type = mma_ty
         out = loop.results[slot]
         out.type = mma_ty
