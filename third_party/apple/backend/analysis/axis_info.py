@@ -66,6 +66,24 @@ class AxisInfoAnalysis:
                     for block in region.blocks:
                         self._visit_ops(block.ops)
                 self._visit(op)
+                self._apply_hints(op)
+
+    def _apply_hints(self, op: Op) -> None:
+        """`tl.multiple_of` / `tl.max_contiguous` / `tl.max_constancy` attach per-dimension facts."""
+        if not op.results or not any(k in op.attrs for k in ("tt.divisibility", "tt.contiguity", "tt.constancy")):
+            return
+        res = op.results[0]
+
+        def hint(name):
+            v = op.attrs.get(name)
+            return None if v is None else tuple(v) if isinstance(v, list) else (int(v), )
+
+        div, cont, const = hint("tt.divisibility"), hint("tt.contiguity"), hint("tt.constancy")
+        if isinstance(res.type, TensorType):
+            cur = self.get(res)
+            self.info[id(res)] = AxisInfo(cont or cur.contiguity, div or cur.divisibility, const or cur.constancy)
+        elif div:
+            self._scalar_div[id(res)] = div[0]
 
     def _meet(self, a: AxisInfo, b: AxisInfo) -> AxisInfo:
         return AxisInfo(tuple(math.gcd(x, y) for x, y in zip(a.contiguity, b.contiguity)),
@@ -204,6 +222,15 @@ class AxisInfoAnalysis:
             div = tuple(min(MAX_DIVISIBILITY, ad * bd) for ad, bd in zip(a.divisibility, b.divisibility))
             const = tuple(math.gcd(ak, bk) for ak, bk in zip(a.constancy, b.constancy))
             self._set(res, AxisInfo((1, ) * rank, div, const))
+            return
+        if name in ("arith.remsi", "arith.remui"):
+            # x % n keeps runs of x that do not cross a multiple of n
+            a, b = (self.get(v) for v in op.operands)
+            cont = tuple(min(ac, bd) if bk > 1 else 1
+                         for ac, bd, bk in zip(a.contiguity, b.divisibility, b.constancy))
+            div = tuple(min(ad, bd) for ad, bd in zip(a.divisibility, b.divisibility))
+            const = tuple(math.gcd(ak, bk) for ak, bk in zip(a.constancy, b.constancy))
+            self._set(res, AxisInfo(cont, div, const))
             return
         if name in ("arith.cmpi", "arith.andi", "arith.ori", "arith.select", "arith.extsi", "arith.extui",
                     "arith.trunci"):
