@@ -1,0 +1,197 @@
+"""Compile-time benchmark: the apple backend against upstream's NVIDIA backend, same kernels, same run.
+
+    python bench/compile_time.py [--repeat 5] [--kernels vector_add,matmul] [--sm 90] [--json out.json]
+
+For every kernel in bench/kernels.py (vector add, softmax, layer norm, a 2-D reduction, a cumsum scan,
+a tl.dot matmul) it measures
+* apple  (target ``GPUTarget("metal", "apple7", 32)``): ``make_ttir`` + ``make_ttgir`` + ``make_msl``
+  (TTIR -> MSL), and separately the emulator's clang compile of that MSL into a host shared object, the
+  analogue of ptxas;
+* nvidia (target ``GPUTarget("cuda", 90, 32)``, no GPU needed): ``make_ttir`` + ``make_ttgir`` +
+  ``make_llir`` + ``make_ptx`` (TTIR -> PTX), and separately ``make_cubin`` (ptxas, shipped in the
+  triton wheel under ``triton/backends/nvidia/bin``). If ptxas cannot run, the cubin column is left
+  out and the output says so.
+The stage functions are called directly (through each backend's ``add_stages``), never through
+``triton.compile``, so Triton's kernel cache is not involved; the emulator's clang cache lives under
+``$TRITON_CACHE_DIR``, which is pointed at a fresh temporary directory for every clang measurement.
+The Python frontend (AST -> TTIR, the same for both backends) is timed separately and not part of
+either total.
+
+Each measurement is repeated ``--repeat`` times after one untimed warm-up compile per kernel and
+backend (so one-time costs such as imports, libdevice loading and the clang runtime build are not
+counted); the table shows medians in milliseconds.
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+_HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(_HERE))
+os.environ.setdefault("TRITON_APPLE_DEVICE", "emulator")
+os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")  # 3.9's default, set explicitly to silence its warning
+
+_TMP_ROOT = tempfile.mkdtemp(prefix="triton_compile_bench_")
+os.environ["TRITON_CACHE_DIR"] = os.path.join(_TMP_ROOT, "cache")
+
+from triton._C.libtriton import ir  # noqa: E402
+from triton.backends.compiler import GPUTarget  # noqa: E402
+from triton.compiler import ASTSource  # noqa: E402
+from triton.compiler.compiler import make_backend  # noqa: E402
+
+from kernels import bench_kernels  # noqa: E402
+
+APPLE_STAGES = ("ttir", "ttgir", "msl")
+NVIDIA_STAGES = ("ttir", "ttgir", "llir", "ptx")
+
+
+def run_stages(backend, target, kernel, stop_before=None):
+    """Frontend + every stage of `backend` for `kernel`; returns ({stage: seconds}, {stage: output},
+    metadata)."""
+    options = backend.parse_options(dict(kernel.options))
+    src = ASTSource(kernel.fn, kernel.signature, kernel.constexprs, kernel.attrs())
+    context = ir.context()
+    ir.load_dialects(context)
+    backend.load_dialects(context)
+    codegen_fns = backend.get_codegen_implementation(options)
+    module_map = backend.get_module_map()
+    times, outputs = {}, {}
+    t = time.perf_counter()
+    module = src.make_ir(target, options, codegen_fns, module_map, context)
+    times["frontend"] = time.perf_counter() - t
+    stages = {}
+    backend.add_stages(stages, options, src.language)
+    metadata = {"hash": "compile-bench", "target": target, **options.__dict__}
+    for name, stage in stages.items():
+        if name == stop_before:
+            break
+        t = time.perf_counter()
+        module = stage(module, metadata)
+        times[name] = time.perf_counter() - t
+        outputs[name] = module
+    return times, outputs, metadata
+
+
+def clang_compile_seconds(msl: bytes, name: str, n: int) -> float:
+    """Fresh (uncached) emulator compile of `msl`: a new TRITON_CACHE_DIR for every compile."""
+    from triton.backends.apple.emulator import compile_msl
+    from triton.backends.apple.emulator.runtime import clear_memory_cache, runtime_library
+    runtime_library()  # the runtime shared object is built once per process: not part of a kernel compile
+    source = msl.decode()
+    cache = os.path.join(_TMP_ROOT, f"clang-{name}-{n}")
+    os.environ["TRITON_CACHE_DIR"] = cache
+    clear_memory_cache()
+    try:
+        t = time.perf_counter()
+        k = compile_msl(source, name)
+        dt = time.perf_counter() - t
+        assert not k.cache_hit
+        return dt
+    finally:
+        os.environ["TRITON_CACHE_DIR"] = os.path.join(_TMP_ROOT, "cache")
+        shutil.rmtree(cache, ignore_errors=True)
+
+
+def ptxas_usable(sm: int) -> str:
+    """'' if the wheel's ptxas runs, else the reason it does not."""
+    try:
+        from triton.backends.nvidia.compiler import get_ptxas
+        path = get_ptxas(sm).path
+        res = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60)
+        return "" if res.returncode == 0 else f"{path} --version failed: {res.stderr.strip()[:200]}"
+    except Exception as e:  # noqa: BLE001
+        return f"ptxas not usable: {e}"
+
+
+def median_ms(xs):
+    return 1000.0 * statistics.median(xs)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--kernels", default="", help="comma-separated subset of kernel names")
+    ap.add_argument("--sm", type=int, default=90, help="NVIDIA compute capability of the target")
+    ap.add_argument("--family", default="apple7", help="Apple GPU family of the target")
+    ap.add_argument("--json", default="", help="also write the raw medians here")
+    args = ap.parse_args(argv)
+
+    apple_target = GPUTarget("metal", args.family, 32)
+    nv_target = GPUTarget("cuda", args.sm, 32)
+    apple, nvidia = make_backend(apple_target), make_backend(nv_target)
+    no_ptxas = ptxas_usable(args.sm)
+
+    kernels = bench_kernels()
+    if args.kernels:
+        wanted = args.kernels.split(",")
+        kernels = [k for k in kernels if k.name in wanted]
+
+    rows = []
+    for k in kernels:
+        # warm-up (untimed): imports, lazily loaded libraries, the emulator runtime
+        _, a_out, a_meta = run_stages(apple, apple_target, k)
+        clang_compile_seconds(a_out["msl"], a_meta["name"], -1)
+        run_stages(nvidia, nv_target, k, stop_before="cubin" if no_ptxas else None)
+        a_times, n_times, clang, ptxas = [], [], [], []
+        for i in range(args.repeat):
+            t, out, meta = run_stages(apple, apple_target, k)
+            a_times.append(t)
+            clang.append(clang_compile_seconds(out["msl"], meta["name"], i))
+            t, _, _ = run_stages(nvidia, nv_target, k, stop_before="cubin" if no_ptxas else None)
+            n_times.append(t)
+            if not no_ptxas:
+                ptxas.append(t["cubin"])
+        row = {"kernel": k.name}
+        for s in ("frontend", ) + APPLE_STAGES:
+            row[f"apple_{s}"] = median_ms([t[s] for t in a_times])
+        for s in ("frontend", ) + NVIDIA_STAGES:
+            row[f"nvidia_{s}"] = median_ms([t[s] for t in n_times])
+        row["apple_total"] = median_ms([sum(t[s] for s in APPLE_STAGES) for t in a_times])
+        row["nvidia_total"] = median_ms([sum(t[s] for s in NVIDIA_STAGES) for t in n_times])
+        row["apple_clang"] = median_ms(clang)
+        row["nvidia_ptxas"] = median_ms(ptxas) if ptxas else None
+        rows.append(row)
+        print(f"  measured {k.name}", file=sys.stderr, flush=True)
+
+    print(f"Compile time, median of {args.repeat} (ms); apple = {apple_target.backend}:{apple_target.arch}, "
+          f"nvidia = cuda:sm_{args.sm}; one machine, one process, fresh caches")
+    print("TTIR->MSL = make_ttir+make_ttgir+make_msl;  TTIR->PTX = make_ttir+make_ttgir+make_llir+make_ptx;  "
+          "frontend = AST->TTIR (nvidia run; not in either total);  clang = emulator MSL->.so;  ptxas = PTX->cubin")
+    hdr = ("kernel", "frontend", "a.ttir", "a.ttgir", "a.msl", "TTIR->MSL", "n.ttir", "n.ttgir", "n.llir", "n.ptx",
+           "TTIR->PTX", "ratio", "clang", "ptxas", "ratio")
+    fmt = "{:<11}" + "{:>10}" * (len(hdr) - 1)
+    print(fmt.format(*hdr))
+
+    def f(x):
+        return "n/a" if x is None else f"{x:.1f}"
+
+    for r in rows:
+        ratio = r["apple_total"] / r["nvidia_total"]
+        bratio = (r["apple_clang"] / r["nvidia_ptxas"]) if r["nvidia_ptxas"] else None
+        print(fmt.format(r["kernel"], f(r["nvidia_frontend"]), f(r["apple_ttir"]), f(r["apple_ttgir"]),
+                         f(r["apple_msl"]), f(r["apple_total"]), f(r["nvidia_ttir"]), f(r["nvidia_ttgir"]),
+                         f(r["nvidia_llir"]), f(r["nvidia_ptx"]), f(r["nvidia_total"]), f"{ratio:.2f}x",
+                         f(r["apple_clang"]), f(r["nvidia_ptxas"]), "n/a" if bratio is None else f"{bratio:.2f}x"))
+    if rows:
+        gm = statistics.geometric_mean([r["apple_total"] / r["nvidia_total"] for r in rows])
+        line = f"geometric mean apple/nvidia: TTIR->MSL vs TTIR->PTX {gm:.2f}x"
+        if all(r["nvidia_ptxas"] for r in rows):
+            gb = statistics.geometric_mean([r["apple_clang"] / r["nvidia_ptxas"] for r in rows])
+            line += f"; clang (emulator) vs ptxas {gb:.2f}x"
+        print(line)
+    if no_ptxas:
+        print(f"ptxas could not run ({no_ptxas}): NVIDIA timed up to the PTX stage only.")
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+    shutil.rmtree(_TMP_ROOT, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
