@@ -363,11 +363,11 @@ def _block_and_extent(draw, sizes, max_blocks=3):
 
 @st.composite
 def kernel_specs(draw, layouts=("1d", "2d"), dtypes=IO_TYPES, max_depth=3, reductions=True, scans=True,
-                 transcendentals=True, max_values=2, bool_outputs=False):
+                 transcendentals=True, max_values=2, bool_outputs=False, num_warps=(1, 2, 4, 8)):
     layout = draw(st.sampled_from(layouts))
     in_dtype = draw(st.sampled_from(dtypes))
     n_inputs = draw(st.integers(1, 3))
-    num_warps = draw(st.sampled_from([1, 2, 4, 8]))
+    num_warps = draw(st.sampled_from(list(num_warps)))
     seed = draw(st.integers(0, 2**31 - 1))
     ct = "float32" if in_dtype == "bfloat16" else in_dtype
 

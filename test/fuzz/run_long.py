@@ -2,7 +2,7 @@
 
     python test/fuzz/run_long.py --examples 2000 [--seed 0] [--out DIR] [--layouts 1d,2d]
                                  [--dtypes int8,float32,...] [--depth 3] [--time-budget SECONDS]
-                                 [--no-bool-outputs] [-v]
+                                 [--num-warps 1,2,4,8] [--no-bool-outputs] [-v]
 
 (run from the repository root; ``python -m test.fuzz.run_long`` does not work because ``test`` is
 also the name of a standard-library package.)
@@ -47,6 +47,7 @@ def main(argv=None):
     ap.add_argument("--layouts", default="1d,2d")
     ap.add_argument("--dtypes", default="")
     ap.add_argument("--depth", type=int, default=3)
+    ap.add_argument("--num-warps", default="1,2,4,8", help="comma-separated choices")
     ap.add_argument("--no-bool-outputs", action="store_true", help="do not store comparisons to torch.bool")
     ap.add_argument("--time-budget", type=float, default=0.0, help="stop generating after this many seconds")
     ap.add_argument("-v", "--verbose", action="store_true")
@@ -60,7 +61,8 @@ def main(argv=None):
     out_dir = Path(args.out)
     dtypes = tuple(args.dtypes.split(",")) if args.dtypes else IO_TYPES
     strategy = kernel_specs(layouts=tuple(args.layouts.split(",")), dtypes=dtypes, max_depth=args.depth,
-                            bool_outputs=not args.no_bool_outputs)
+                            bool_outputs=not args.no_bool_outputs,
+                            num_warps=tuple(int(w) for w in args.num_warps.split(",")))
     stats = collections.Counter()
     groups = collections.defaultdict(list)
     t0 = time.time()
