@@ -105,3 +105,30 @@ def test_float64_tensors_are_refused_even_with_demotion():
 
     with pytest.raises(Exception, match="float64 tensors are not supported"):
         k[(1, )](torch.zeros(4, dtype=torch.float64), allow_fp64_demotion=True)
+
+
+@pytest.mark.parametrize("name", ["kernel", "half", "main", "device", "uint"])
+def test_kernel_names_that_msl_reserves_still_compile(name, device):
+    src = f"""
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def {name}(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + 1.0, mask=mask)
+"""
+    import importlib.util
+    import pathlib
+    import tempfile
+    path = pathlib.Path(tempfile.mkdtemp()) / f"reserved_{name}.py"
+    path.write_text(src)
+    spec = importlib.util.spec_from_file_location(f"reserved_{name}", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    x = torch.randn(10, device=device)
+    out = torch.zeros(10, device=device)
+    getattr(mod, name)[(1, )](x, out, 10, BLOCK=16)
+    assert torch.equal(out, x + 1)

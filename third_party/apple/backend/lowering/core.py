@@ -35,7 +35,17 @@ operator or private protected public register return short signed sizeof static 
 throw true try typedef typeid typename union unsigned using virtual void volatile while xor half bfloat uint uchar
 ushort ulong kernel device threadgroup constant thread vertex fragment metal sampler texture array vec uniform
 min max abs clamp select fma exp log sqrt sin cos tan pow isnan isinf signbit floor ceil round trunc
+main vertex fragment object mesh visible size_t ptrdiff_t int8_t int16_t int32_t int64_t uint8_t uint16_t
+uint32_t uint64_t float2 float3 float4 half2 half3 half4 int2 int3 int4 uint2 uint3 uint4 bool2 bool4 NAN INFINITY
 """.split())
+
+
+def msl_function_name(name: str) -> str:
+    """A Triton function name as an MSL identifier: names MSL reserves (`kernel`, `half`, `main`, ...)
+    get a trailing underscore."""
+    if name in _RESERVED or name.startswith("tt_") or name.startswith("__"):
+        return name.lstrip("_") + "_"
+    return name
 
 
 def msl_type(ty: Type, where: str = "", demote_f64: bool = False) -> str:

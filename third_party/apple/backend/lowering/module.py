@@ -13,7 +13,7 @@ from ..analysis.axis_info import AxisInfoAnalysis
 from ..ir import Function, Module, Op, parse_module
 from ..ir.types import PointerType, ScalarType, TensorType, Type
 from ..layouts import LayoutService
-from .core import FunctionEmitter, KernelContext, Lowered, AppleCompilationError, msl_type
+from .core import FunctionEmitter, KernelContext, Lowered, AppleCompilationError, msl_function_name, msl_type
 
 MAX_THREADGROUP_MEMORY = 32 * 1024
 
@@ -255,7 +255,8 @@ def lower_parsed_module(module: Module, options) -> LoweredKernel:
         out.append(h + "\n")
     for f in functions:
         out.append(f + "\n")
-    head = f"kernel void {kernel_fn.name}(\n    " + ",\n    ".join(param_text) + ") {"
+    kernel_name = msl_function_name(kernel_fn.name)
+    head = f"kernel void {kernel_name}(\n    " + ",\n    ".join(param_text) + ") {"
     out.append(head)
     body_lines = []
     if shared or ctx.uses_smem:
@@ -269,5 +270,5 @@ def lower_parsed_module(module: Module, options) -> LoweredKernel:
     for emitter, idx, op in ctx.line_map:
         if emitter is em:
             line_ops.append((first_body_line + idx, op.name, str(op.loc)))
-    return LoweredKernel(kernel_fn.name, source, max(shared, 16) if (shared or ctx.uses_smem) else 0, params,
+    return LoweredKernel(kernel_name, source, max(shared, 16) if (shared or ctx.uses_smem) else 0, params,
                          module.num_warps, line_ops, ctx.debug_formats)
