@@ -4,6 +4,8 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
+import sys
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Dict, Tuple
@@ -160,8 +162,6 @@ class AppleBackend(BaseBackend):
 
     @staticmethod
     def make_msl(mod, metadata, opt: AppleOptions) -> bytes:
-        import os
-        import sys
         from .ir import parse_module
         from .lowering import lower_parsed_module
         from .passes import accelerate_matmul
