@@ -12,6 +12,6 @@ if ! command -v clang++-22 >/dev/null 2>&1 || [ ! -d /usr/lib/llvm-22/lib/clang/
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq clang-22 libclang-rt-22-dev >/dev/null
 fi
 
-python -m pip install -q "torch==2.13.0" "triton==3.9.0" "numpy" "pytest>=8" "pytest-xdist" "hypothesis>=6"
+python -m pip install -q "torch==2.13.0" "triton==3.9.0" "numpy==2.4.6" "pytest==9.0.3" "pytest-xdist==3.8.0" "hypothesis==6.155.2"
 python -m pip install -q --no-deps --force-reinstall .
 python -c "import triton; assert 'apple' in triton.backends.backends, triton.backends.backends.keys(); print('triton backends:', sorted(triton.backends.backends))"
