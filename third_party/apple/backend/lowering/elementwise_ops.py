@@ -348,6 +348,13 @@ def _math_unary(em: FunctionEmitter, op: Op) -> None:
     elementwise(em, op, lambda a: _round_back(op, f"precise::{fn}(float({a[0]}))"))
 
 
+@lowers("math.erf")
+def _erf(em: FunctionEmitter, op: Op) -> None:
+    """Metal has no erf; `tt_erf` is our float implementation (max 4 ulp measured)."""
+    fn = require(em.ctx, "tt_erf")
+    elementwise(em, op, lambda a: _round_back(op, f"{fn}(float({a[0]}))"))
+
+
 @lowers("tt.precise_sqrt")
 def _precise_sqrt(em: FunctionEmitter, op: Op) -> None:
     elementwise(em, op, lambda a: _round_back(op, f"precise::sqrt(float({a[0]}))"))

@@ -2,8 +2,8 @@
 
 The apple libdevice (`language/apple/libdevice.py`) names each function `apple.<name>`; this table maps
 those names to Metal's math library. Half-precision arguments are computed in float and rounded back.
-Functions Metal lacks (erf, erfc, lgamma, tgamma, ...) are refused with a clear message rather than
-approximated behind the user's back.
+Functions Metal lacks are either implemented here with a measured error bound (erf) or refused with a
+clear message (erfc, lgamma, tgamma, ...), never approximated behind the user's back.
 """
 from __future__ import annotations
 
@@ -50,6 +50,11 @@ def _extern(em: FunctionEmitter, op: Op) -> None:
     if name in _IMPRECISE:
         raise em.error(f"libdevice.{name} is not supported by the apple backend yet (Metal has no accurate "
                        "equivalent)")
+    if name == "erf":
+        from .helpers import require
+        fn = require(em.ctx, "tt_erf")
+        elementwise(em, op, lambda a: f"{fn}(float({a[0]}))" if ct == "float" else f"{ct}({fn}(float({a[0]})))")
+        return
     if name in ("fmin", "fmax"):
         from .helpers import require
         require(em.ctx, "tt_minnum")
