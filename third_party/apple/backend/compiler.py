@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Dict, Tuple
 
-from triton import knobs
 from triton._C.libtriton import ir, passes
 from triton.backends.compiler import BaseBackend, GPUTarget, Language
 

@@ -15,7 +15,6 @@ import functools
 import json
 import os
 import platform
-import sys
 import time
 from typing import Any, List, Sequence
 

@@ -178,7 +178,6 @@ def fma_operand_layout(enc: DotOperandEncoding, shape: Tuple[int, ...], num_warp
     K is the last dim of A and the second-to-last of B."""
     rank = len(shape)
     k_dim = rank - 1 if enc.op_idx == 0 else rank - 2
-    keep_dim = rank - 2 if enc.op_idx == 0 else rank - 1  # M for A, N for B
     # The result's extent along N (for A) / M (for B) does not matter: those bases become broadcasts.
     parent = layout_of(enc.parent, tuple(_parent_result_shape(shape, enc.op_idx)), num_warps)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import List
 
 from ..ir import Op
-from ..ir.types import ScalarType, TensorType
+from ..ir.types import ScalarType
 from .core import FunctionEmitter, Lowered, elem_type, is_tensor, lowers
 from .tensor_ops import row_major_strides, index_expr
 
@@ -58,20 +58,10 @@ def _emit_per_owned_element(em: FunctionEmitter, op: Op, body) -> List[Lowered]:
     lay = em.layout(op.operands[0].type) if tensor else None
     out = em.declare(res) if res is not None else None
     R = lay.num_regs if lay else 1
-    own = em.owner_predicate(lay)
-    free = lay.free_reg_mask() if lay else 0
-    if own:
-        em.open(f"if ({own})")
-    with em.for_regs(R) as r:
-        if free:
-            em.open(f"if (({r} & {free}) == 0)")
+    with em.owned_regs(lay) as r:
         body(r, out)
-        if free:
-            em.close()
-    if own:
-        em.close()
     used = res is not None and id(res) in em.ctx.used_values
-    replicated = own or free
+    replicated = em.owner_predicate(lay) or (lay.free_reg_mask() if lay else 0)
     if used and replicated:
         ty = res.type
         ct = out.ctype
@@ -81,17 +71,8 @@ def _emit_per_owned_element(em: FunctionEmitter, op: Op, body) -> List[Lowered]:
         em.emit("threadgroup_barrier(mem_flags::mem_threadgroup);")
         em.emit(f"threadgroup {ct}* {buf} = (threadgroup {ct}*)(tt_smem + {offset});")
         strides = row_major_strides(ty.shape) if tensor else []
-        if own:
-            em.open(f"if ({own})")
-        with em.for_regs(R) as r:
-            idx = index_expr(em, lay, r, strides) if tensor else "0"
-            if free:
-                em.open(f"if (({r} & {free}) == 0)")
-            em.emit(f"{buf}[{idx}] = {out.at(r)};")
-            if free:
-                em.close()
-        if own:
-            em.close()
+        with em.owned_regs(lay) as r:
+            em.emit(f"{buf}[{index_expr(em, lay, r, strides) if tensor else '0'}] = {out.at(r)};")
         em.emit("threadgroup_barrier(mem_flags::mem_threadgroup);")
         with em.for_regs(R) as r:
             idx = index_expr(em, lay, r, strides) if tensor else "0"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Callable, Dict, Iterator, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 from ..ir import Op, Value
 from ..ir.core import Location
@@ -251,6 +251,9 @@ class FunctionEmitter:
     def for_regs(self, n: int, var: str = "r") -> "_RegLoop":
         return _RegLoop(self, n, var)
 
+    def owned_regs(self, lay: Optional[LinearLayout], cond: Optional[Callable[[str], str]] = None) -> "_OwnedRegs":
+        return _OwnedRegs(self, lay, cond)
+
     def error(self, msg: str) -> AppleCompilationError:
         return self.ctx.error(msg, self.current_op)
 
@@ -301,6 +304,36 @@ class FunctionEmitter:
         if wm:
             conds.append(f"(tt_warp & {wm}) == 0")
         return " && ".join(conds)
+
+
+class _OwnedRegs:
+    """`with em.owned_regs(lay, cond) as r:` visits each element of layout `lay` on exactly one thread: the
+    owner predicate guards the loop, registers that repeat another register are skipped, and `cond(r)`
+    (optional, e.g. a mask) is merged into the same per-register `if`. `lay=None` is a scalar on thread 0."""
+
+    def __init__(self, em: "FunctionEmitter", lay: Optional[LinearLayout], cond: Optional[Callable[[str], str]]):
+        self.em, self.lay, self.cond = em, lay, cond
+
+    def __enter__(self) -> str:
+        em, lay = self.em, self.lay
+        self.own = em.owner_predicate(lay)
+        if self.own:
+            em.open(f"if ({self.own})")
+        self.loop = _RegLoop(em, lay.num_regs if lay else 1, "r")
+        r = self.loop.__enter__()
+        free = lay.free_reg_mask() if lay else 0
+        conds = ([f"({r} & {free}) == 0"] if free else []) + ([self.cond(r)] if self.cond else [])
+        self.guarded = bool(conds)
+        if conds:
+            em.open(f"if ({' && '.join(conds)})")
+        return r
+
+    def __exit__(self, *exc) -> None:
+        if self.guarded:
+            self.em.close()
+        self.loop.__exit__(*exc)
+        if self.own:
+            self.em.close()
 
 
 class _RegLoop:

@@ -48,25 +48,9 @@ def _emit_record(em: FunctionEmitter, fmt_id: int, index: str, words: List[str])
 def _for_each_owned_element(em: FunctionEmitter, values, body) -> None:
     """Call `body(r, index_expr)` once per element of the (common) layout of `values`, on its owner."""
     tensors = [v for v in values if isinstance(v.type, TensorType)]
-    if not tensors:
-        em.open("if (tt_tid == 0)")
-        body("0", "0")
-        em.close()
-        return
-    ty: TensorType = tensors[0].type
-    lay = em.layout(ty)
-    own = em.owner_predicate(lay)
-    free = lay.free_reg_mask()
-    if own:
-        em.open(f"if ({own})")
-    with em.for_regs(lay.num_regs) as r:
-        if free:
-            em.open(f"if (({r} & {free}) == 0)")
-        body(r, index_expr(em, lay, r, row_major_strides(ty.shape)))
-        if free:
-            em.close()
-    if own:
-        em.close()
+    lay = em.layout(tensors[0].type) if tensors else None
+    with em.owned_regs(lay) as r:
+        body(r, index_expr(em, lay, r, row_major_strides(tensors[0].type.shape)) if tensors else "0")
 
 
 @lowers("tt.print")

@@ -20,7 +20,7 @@ from typing import List
 from ..ir import Op
 from ..ir.types import AppleMmaEncoding, DotOperandEncoding, MemDescType, TensorType
 from ..layouts import LinearLayout
-from .core import FunctionEmitter, Lowered, elem_type, linear_expr, lowers
+from .core import FunctionEmitter, elem_type, linear_expr, lowers
 
 
 def _reg_index(lay: LinearLayout, coord) -> int:
@@ -69,11 +69,7 @@ def _dot_simdgroup(em: FunctionEmitter, op: Op) -> None:
         buf = em.temp("a_smem" if v is a_v else "b_smem")
         em.emit(f"threadgroup {in_t}* {buf} = (threadgroup {in_t}*)(tt_smem + {base});")
         base += sizes[id(v)]
-        src = em.get(v)
-        if src.uniform:
-            sl = em.layout(v.type)
-            src = Lowered(src.name, src.ctype, sl.num_regs, True, sl)
-        store_registers(em, src, buf, row_major_strides(v.type.shape))
+        store_registers(em, em.get(v), buf, row_major_strides(v.type.shape))
         bufs[id(v)] = buf
     if staged:
         em.emit("threadgroup_barrier(mem_flags::mem_threadgroup);")

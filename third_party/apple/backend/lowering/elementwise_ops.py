@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Callable, List
 
 from ..ir import Op
-from ..ir.types import PointerType, ScalarType, TensorType
+from ..ir.types import PointerType
 from .core import FunctionEmitter, Lowered, elem_type, is_tensor, lowers, unsigned_type
 from .helpers import require
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..analysis.axis_info import vector_width
 from ..ir import Op
-from .core import FunctionEmitter, Lowered, elem_type, is_tensor, lowers
+from .core import FunctionEmitter, elem_type, is_tensor, lowers
 from .elementwise_ops import elementwise
 
 _VECTOR_TYPES = {"float", "half", "bfloat", "int", "uint", "short", "ushort", "char", "uchar", "long", "ulong"}
@@ -86,51 +86,37 @@ def _store(em: FunctionEmitter, op: Op) -> None:
     ptr = em.get(op.operands[0])
     val = em.get(op.operands[1])
     mask = em.get(op.operands[2]) if len(op.operands) > 2 else None
+    masked = (lambda r: mask.at(r)) if mask is not None else None
     if not is_tensor(op.operands[0]):
-        em.open("if (tt_tid == 0)")
-        if mask is not None:
-            em.open(f"if ({mask.at(0)})")
-        em.emit(f"*{ptr.at(0)} = {val.at(0)};")
-        if mask is not None:
-            em.close()
-        em.close()
+        with em.owned_regs(None, masked) as r:
+            em.emit(f"*{ptr.at(r)} = {val.at(r)};")
         return
     lay = em.layout(op.operands[0].type)
+    width = access_width(em, op, 2)
+    if width == 1:
+        with em.owned_regs(lay, masked) as r:
+            em.emit(f"*{ptr.at(r)} = {val.at(r)};")
+        return
+    # runs of `width` registers: the run's first register carries the ownership and the mask
     own = em.owner_predicate(lay)
     free = lay.free_reg_mask()
-    width = access_width(em, op, 2)
     if own:
         em.open(f"if ({own})")
-    if width > 1:
-        ct = em.ctype(elem_type(op.operands[1]))
-        vt = f"{ct}{width}"
-        em.open(f"for (uint g = 0; g < {lay.num_regs // width}; ++g)")
-        em.emit(f"const uint r = {width} * g;")
-        conds = ([f"(r & {free}) == 0"] if free else []) + ([mask.at("r")] if mask is not None else [])
-        if conds:
-            em.open(f"if ({' && '.join(conds)})")
-        vec = em.temp("vec")
-        em.emit(f"{vt} {vec};")
-        em.open(f"for (uint j = 0; j < {width}; ++j)")
-        em.emit(f"{vec}[j] = {val.at('r + j')};")
+    ct = em.ctype(elem_type(op.operands[1]))
+    vt = f"{ct}{width}"
+    em.open(f"for (uint g = 0; g < {lay.num_regs // width}; ++g)")
+    em.emit(f"const uint r = {width} * g;")
+    conds = ([f"(r & {free}) == 0"] if free else []) + ([mask.at("r")] if mask is not None else [])
+    if conds:
+        em.open(f"if ({' && '.join(conds)})")
+    vec = em.temp("vec")
+    em.emit(f"{vt} {vec};")
+    em.open(f"for (uint j = 0; j < {width}; ++j)")
+    em.emit(f"{vec}[j] = {val.at('r + j')};")
+    em.close()
+    em.emit(f"*(device {vt}*){ptr.at('r')} = {vec};")
+    if conds:
         em.close()
-        em.emit(f"*(device {vt}*){ptr.at('r')} = {vec};")
-        if conds:
-            em.close()
-        em.close()
-        if own:
-            em.close()
-        return
-    with em.for_regs(lay.num_regs) as r:
-        conds = []
-        if free:
-            conds.append(f"({r} & {free}) == 0")
-        if mask is not None:
-            conds.append(mask.at(r))
-        if conds:
-            em.open(f"if ({' && '.join(conds)})")
-        em.emit(f"*{ptr.at(r)} = {val.at(r)};")
-        if conds:
-            em.close()
+    em.close()
     if own:
         em.close()

@@ -13,7 +13,7 @@ from ..analysis.axis_info import AxisInfoAnalysis
 from ..ir import Function, Module, Op, parse_module
 from ..ir.types import PointerType, ScalarType, TensorType, Type
 from ..layouts import LayoutService
-from .core import FunctionEmitter, KernelContext, Lowered, AppleCompilationError, msl_function_name, msl_type
+from .core import FunctionEmitter, KernelContext, Lowered, msl_function_name, msl_type
 
 MAX_THREADGROUP_MEMORY = 32 * 1024
 

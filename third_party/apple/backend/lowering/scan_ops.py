@@ -12,7 +12,7 @@ from typing import List
 
 from ..ir import Op
 from ..ir.types import TensorType
-from .core import FunctionEmitter, Lowered, elem_type, linear_expr, lowers
+from .core import FunctionEmitter, elem_type, lowers
 from .reduce_ops import emit_combine_function
 from .tensor_ops import index_expr, row_major_strides
 

@@ -30,9 +30,6 @@ def _buffer(em: FunctionEmitter, op: Op) -> Lowered:
 
 def _write(em: FunctionEmitter, buf: Lowered, src_v, shape) -> None:
     src = em.get(src_v)
-    if src.uniform:
-        lay = em.layout(src_v.type)
-        src = Lowered(src.name, src.ctype, lay.num_regs, True, lay)
     em.emit("threadgroup_barrier(mem_flags::mem_threadgroup);")
     store_registers(em, src, buf.name, row_major_strides(shape))
     em.emit("threadgroup_barrier(mem_flags::mem_threadgroup);")

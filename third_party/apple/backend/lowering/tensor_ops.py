@@ -9,14 +9,13 @@ otherwise the elements go through threadgroup memory in row-major order.
 from __future__ import annotations
 
 import math
-import re
 import struct
 from typing import Callable, List, Sequence
 
 from ..ir import Op
 from ..ir.types import TensorType
 from ..layouts import Coord, LinearLayout, local_register_map, warp_shuffle_plan
-from .core import FunctionEmitter, Lowered, elem_type, is_tensor, linear_expr, lowers
+from .core import FunctionEmitter, Lowered, elem_type, linear_expr, lowers
 
 
 # -- constants ----------------------------------------------------------------------------------------
@@ -252,19 +251,8 @@ def smem_ctype(em: FunctionEmitter, ty) -> str:
 
 def store_registers(em: FunctionEmitter, src: Lowered, buf: str, strides: Sequence[int]) -> None:
     """Every element of `src` written once to `buf` at its row-major index."""
-    lay = src.layout
-    own = em.owner_predicate(lay)
-    if own:
-        em.open(f"if ({own})")
-    free = lay.free_reg_mask()
-    with em.for_regs(src.regs) as r:
-        if free:
-            em.open(f"if (({r} & {free}) == 0)")
-        em.emit(f"{buf}[{index_expr(em, lay, r, strides)}] = {src.at(r)};")
-        if free:
-            em.close()
-    if own:
-        em.close()
+    with em.owned_regs(src.layout) as r:
+        em.emit(f"{buf}[{index_expr(em, src.layout, r, strides)}] = {src.at(r)};")
 
 
 def _relayout_through_smem(em: FunctionEmitter, op: Op, src: Lowered, dst_lay: LinearLayout,
@@ -404,9 +392,6 @@ def _cat(em: FunctionEmitter, op: Op) -> None:
     buf = smem_pointer(em, op, ct, res_ty.numel * em.ctx.elem_bytes(res_ty.element))
     strides = row_major_strides(res_ty.shape)
     for src, v, base in ((a, a_v, 0), (b, b_v, ty_a.numel)):
-        if src.uniform:
-            lay = em.layout(v.type)
-            src = Lowered(src.name, src.ctype, lay.num_regs, True, lay)
         shifted = f"{buf} + {base}" if base else buf
         store_registers(em, src, f"({shifted})", row_major_strides(v.type.shape))
     em.emit("threadgroup_barrier(mem_flags::mem_threadgroup);")
@@ -424,9 +409,6 @@ def _gather(em: FunctionEmitter, op: Op) -> None:
     src_ty: TensorType = src_v.type
     ct = smem_ctype(em, src_ty)
     buf = smem_pointer(em, op, ct, src_ty.numel * em.ctx.elem_bytes(src_ty.element))
-    if src.uniform:
-        lay = em.layout(src_ty)
-        src = Lowered(src.name, src.ctype, lay.num_regs, True, lay)
     src_strides = row_major_strides(src_ty.shape)
     store_registers(em, src, buf, src_strides)
     em.emit("threadgroup_barrier(mem_flags::mem_threadgroup);")
@@ -453,22 +435,9 @@ def _histogram(em: FunctionEmitter, op: Op) -> None:
     em.emit(f"atomic_store_explicit(&{buf}[b], 0, memory_order_relaxed);")
     em.close()
     em.emit("threadgroup_barrier(mem_flags::mem_threadgroup);")
-    lay = em.layout(src_v.type)
-    own = em.owner_predicate(lay)
-    free = lay.free_reg_mask()
-    if own:
-        em.open(f"if ({own})")
-    with em.for_regs(lay.num_regs) as r:
-        conds = [f"uint({src.at(r)}) < {bins}u"]
-        if free:
-            conds.insert(0, f"({r} & {free}) == 0")
-        if mask is not None:
-            conds.append(mask.at(r))
-        em.open(f"if ({' && '.join(conds)})")
+    in_range = lambda r: f"uint({src.at(r)}) < {bins}u" + (f" && {mask.at(r)}" if mask is not None else "")  # noqa: E731
+    with em.owned_regs(em.layout(src_v.type), in_range) as r:
         em.emit(f"atomic_fetch_add_explicit(&{buf}[{src.at(r)}], 1, memory_order_relaxed);")
-        em.close()
-    if own:
-        em.close()
     em.emit("threadgroup_barrier(mem_flags::mem_threadgroup);")
     out = em.declare(op.result)
     with em.for_regs(out.regs) as r:
