@@ -1,6 +1,6 @@
 /*
  * Metal-on-CPU emulator: the C ABI between
- *   - the Python side (ctypes) or the nanobind module (triton_apple.cc), which call tt_emu_launch(),
+ *   - the Python side (backend/emulator/runtime.py, through ctypes), which calls tt_emu_launch_begin/_wait,
  *   - compiled kernels (MSL + metal_compat.h), which call the __tt_* hooks declared below,
  *   - the runtime itself (lib/emulator_runtime.cpp).
  *
@@ -14,12 +14,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TT_EMU_ABI_VERSION 4
+#include "metal_limits.h"
 
-#define TT_EMU_SIMD_WIDTH 32
-#define TT_EMU_MAX_THREADS 1024
-#define TT_EMU_MAX_SLOTS 31
-#define TT_EMU_TG_MEM_LIMIT 32768
+#define TT_EMU_ABI_VERSION 5
+
 #define TT_EMU_MAX_LINES 16
 #define TT_EMU_MAX_EVENTS 16
 
@@ -69,7 +67,16 @@ typedef struct tt_launch_desc {
   uint32_t stack_kb; /* per emulated thread; 0 = default (256) */
   uint32_t schedule; /* TT_SCHED_*: order in which threads run between barriers */
   uint64_t seed;     /* for TT_SCHED_RANDOM */
+  uint32_t ub_mode;  /* TT_UB_*: what to do with undefined behaviour the kernel executes */
+  uint32_t timeout_ms; /* stop the launch with TT_ERR_TIMEOUT after this long; 0 = no limit */
 } tt_launch_desc;
+
+/* Undefined behaviour that Metal does not trap on (integer division by zero, shift by >= width). */
+enum {
+  TT_UB_WARN = 0,   /* record events (tt_launch_result.events), the caller warns */
+  TT_UB_ERROR = 1,  /* abort the launch with TT_ERR_UB */
+  TT_UB_IGNORE = 2,
+};
 
 /* Thread order within a threadgroup (between two barriers). Running the same kernel with different
    orders exposes missing barriers: fibers never run concurrently, so a race shows up only as a
@@ -97,6 +104,11 @@ enum {
   TT_ERR_LOCAL_OOB = 12,     /* out-of-bounds index into a fixed-size local/threadgroup array */
   TT_ERR_UB = 13,            /* undefined behaviour made fatal (TRITON_APPLE_EMULATOR_UB=error) */
   TT_ERR_INTERNAL = 14,
+  TT_ERR_TIMEOUT = 15,       /* the launch ran longer than tt_launch_desc.timeout_ms */
+  TT_ERR_INTERRUPTED = 16,   /* tt_emu_launch_cancel(TT_ERR_INTERRUPTED): e.g. Ctrl-C in the caller */
+  TT_EMU_PENDING = -1,       /* tt_emu_launch_begin / _wait: the launch is still running */
+  TT_EMU_BUSY = -2,          /* tt_emu_launch_begin: another launch holds the runtime; try again */
+  TT_EMU_DONE = -3,          /* tt_emu_launch_wait: that launch is not running (any more): see its result */
 };
 
 /* Non-fatal events reported back (e.g. integer division by zero: result undefined on Metal). */
@@ -130,16 +142,31 @@ typedef struct tt_launch_result {
   char message[4096];
 } tt_launch_result;
 
-/* Runs a whole grid. Returns status (also stored in result->status). Thread-safe: launches are
-   serialised by a process-wide lock (signal handlers are process-wide). */
+/* Launches run on the runtime's pool of host threads while the caller waits, so that the caller can
+   react to Ctrl-C and enforce a timeout; one launch runs at a time per process (signal handlers are
+   process-wide). `desc`, its buffers and `result` must stay valid until _wait returns a final status.
+
+   `token` is the caller's name for its launch: _wait and _cancel act only on the launch begun with it,
+   so a caller interrupted at any point can always cancel and wait for exactly its own launch.
+
+   tt_emu_launch_begin: starts the launch. Returns TT_EMU_PENDING when it runs, TT_EMU_BUSY when another
+     launch is in progress (after waiting up to `wait_ms` for it), or a final status (e.g. bad arguments).
+   tt_emu_launch_wait: waits up to `wait_ms` for the launch. Returns TT_EMU_PENDING if it still runs;
+     otherwise finishes it (results copied back only on success) and returns its final status;
+     TT_EMU_DONE if no launch with this token is running (never begun, or already finished).
+   tt_emu_launch_cancel: asks the launch to stop with `status` (TT_ERR_INTERRUPTED or TT_ERR_TIMEOUT);
+     emulated threads are stopped wherever they are (a spinning loop included). The caller still calls
+     _wait to collect the result.
+   tt_emu_launch: begin + wait until done (the timeout in `desc` still applies). */
+int tt_emu_launch_begin(const tt_launch_desc *desc, tt_launch_result *result, uint32_t wait_ms, uint64_t token);
+int tt_emu_launch_wait(uint64_t token, uint32_t wait_ms);
+void tt_emu_launch_cancel(uint64_t token, int32_t status);
 int tt_emu_launch(const tt_launch_desc *desc, tt_launch_result *result);
 int tt_emu_abi_version(void);
 /* Microbenchmark helper: average nanoseconds per fiber switch (one direction) over n round trips. */
 double tt_emu_bench_switch(uint32_t n);
 /* 1 if the runtime was built with the portable ucontext fallback instead of the assembly switch. */
 int tt_emu_uses_ucontext(void);
-/* ub_mode: 0 = warn (record events), 1 = error (abort the launch), 2 = ignore. Process-wide. */
-void tt_emu_set_ub_mode(int mode);
 
 /* ---- hooks called from kernel code (metal_compat.h) ---- */
 

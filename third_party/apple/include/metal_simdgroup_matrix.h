@@ -115,7 +115,7 @@ inline void gather(const char *op, const simdgroup_matrix<T, 8, 8> &m, float out
                    uint site_col, uint *lane) {
   float mine[2] = {float(m.__e[0]), float(m.__e[1])};
   const tt_simd_xchg *x = all_lanes(op, mine, sizeof(mine), site_line, site_col, lane);
-  for (uint l = 0; l < 32; ++l) {
+  for (uint l = 0; l < TT_EMU_SIMD_WIDTH; ++l) {
     float v[2];
     __builtin_memcpy(v, x->val[l], sizeof(v));
     out[row(l)][col(l, 0)] = v[0];

@@ -1,7 +1,9 @@
 // Metal-on-CPU emulator runtime.
 //
 // Runs a compiled MSL kernel (see metal_compat.h and the generated trampoline) over a grid:
-//   * threadgroups are spread over a pool of host threads ("workers"), handed out dynamically;
+//   * threadgroups are spread over a pool of host threads ("workers"), handed out dynamically; the
+//     caller of tt_emu_launch_begin/_wait only waits, so it can be interrupted (Ctrl-C) and enforce a
+//     timeout while the workers run;
 //   * inside a threadgroup every Metal thread is a fiber with its own stack. A fiber only gives up
 //     the host thread at a barrier or a SIMD-group collective. When a thread returns, the same
 //     fiber goes on with the next not-yet-started thread, so a kernel that never synchronises costs
@@ -9,14 +11,25 @@
 //   * barriers and collectives are rendezvous points identified by their call site (MSL line and
 //     column); threads waiting at different sites, or a threadgroup in which no thread can make
 //     progress, abort the launch with an error that names the threads and lines;
-//   * buffers are copied into private mappings fenced by PROT_NONE guard pages (end of data abutting
-//     the trailing guard page), faults are turned into errors that name the parameter and the
-//     element index, results are copied back only when the launch succeeded.
+//   * buffers are copied into private mappings fenced by PROT_NONE guard zones (end of data abutting
+//     the trailing zone), faults are turned into errors that name the parameter and the element
+//     index, results are copied back only when the launch succeeded;
+//   * a launch is cancelled (timeout, Ctrl-C) by a flag that the runtime's hooks check and by a signal
+//     (kCancelSignal) sent to each worker: a worker executing kernel code leaves it like after a fault,
+//     so loops without any barrier (a spin on a flag) are stopped too.
 //
-// Build: c++ -O2 -fPIC -shared -pthread emulator_runtime.cpp (Linux, x86_64 or aarch64; define
-// TT_EMU_UCONTEXT to use <ucontext.h> instead of the assembly context switch).
+// Platforms: Linux (x86-64, AArch64) and macOS (arm64; x86-64 Macs use the ucontext fallback). Define
+// TT_EMU_UCONTEXT to use <ucontext.h> instead of the assembly context switch.
 
-#ifndef _GNU_SOURCE
+#if defined(__APPLE__)
+#if !defined(__aarch64__) && !defined(TT_EMU_UCONTEXT)
+#define TT_EMU_UCONTEXT 1 // no hand-written switch for x86-64 Mach-O
+#endif
+#ifdef TT_EMU_UCONTEXT
+#define _XOPEN_SOURCE 700 // <ucontext.h>'s (deprecated) routines require it on macOS
+#endif
+#define _DARWIN_C_SOURCE 1 // keep MAP_ANON, NSIG, dladdr visible next to _XOPEN_SOURCE
+#elif !defined(_GNU_SOURCE)
 #define _GNU_SOURCE 1
 #endif
 
@@ -24,6 +37,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <dlfcn.h>
 #include <errno.h>
@@ -40,15 +54,40 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
-#include <ucontext.h>
 #include <unistd.h>
 #include <vector>
+#if defined(__APPLE__)
+#include <sys/ucontext.h>
+#else
+#include <ucontext.h>
+#endif
+#if defined(TT_EMU_UCONTEXT) && defined(__APPLE__)
+#include <ucontext.h>
+#endif
 
 #if !defined(__x86_64__) && !defined(__aarch64__) && !defined(TT_EMU_UCONTEXT)
 #define TT_EMU_UCONTEXT 1
 #endif
 
+#ifndef MAP_STACK
+#define MAP_STACK 0 // Linux-only hint
+#endif
+#ifndef MAP_NORESERVE
+#define MAP_NORESERVE 0
+#endif
+
 #define TT_EXPORT extern "C" __attribute__((visibility("default")))
+
+// Assembly symbol names and ELF-only directives.
+#if defined(__APPLE__)
+#define TT_ASM_SYM(name) "_" #name
+#define TT_ASM_FUNC(name) ".private_extern _" #name "\n.globl _" #name "\n"
+#define TT_ASM_END(name) ""
+#else
+#define TT_ASM_SYM(name) #name
+#define TT_ASM_FUNC(name) ".hidden " #name "\n.globl " #name "\n.type " #name ",%function\n"
+#define TT_ASM_END(name) ".size " #name ", .-" #name "\n"
+#endif
 
 namespace {
 
@@ -67,11 +106,7 @@ extern "C" void tt_ctx_start(void);
 
 #if defined(__x86_64__)
 __asm__(".text\n"
-        ".p2align 4\n"
-        ".hidden tt_ctx_switch\n"
-        ".globl tt_ctx_switch\n"
-        ".type tt_ctx_switch,@function\n"
-        "tt_ctx_switch:\n"
+        ".p2align 4\n" TT_ASM_FUNC(tt_ctx_switch) TT_ASM_SYM(tt_ctx_switch) ":\n"
         "  pushq %rbp\n"
         "  pushq %rbx\n"
         "  pushq %r12\n"
@@ -86,25 +121,15 @@ __asm__(".text\n"
         "  popq %r12\n"
         "  popq %rbx\n"
         "  popq %rbp\n"
-        "  ret\n"
-        ".size tt_ctx_switch, .-tt_ctx_switch\n"
-        ".p2align 4\n"
-        ".hidden tt_ctx_start\n"
-        ".globl tt_ctx_start\n"
-        ".type tt_ctx_start,@function\n"
-        "tt_ctx_start:\n"
+        "  ret\n" TT_ASM_END(tt_ctx_switch)
+        ".p2align 4\n" TT_ASM_FUNC(tt_ctx_start) TT_ASM_SYM(tt_ctx_start) ":\n"
         "  movq %r12, %rdi\n"
         "  callq *%r13\n"
-        "  ud2\n"
-        ".size tt_ctx_start, .-tt_ctx_start\n");
+        "  ud2\n" TT_ASM_END(tt_ctx_start));
 static const int kFrameWords = 7; // r15 r14 r13 r12 rbx rbp ret
 #elif defined(__aarch64__)
 __asm__(".text\n"
-        ".p2align 4\n"
-        ".hidden tt_ctx_switch\n"
-        ".globl tt_ctx_switch\n"
-        ".type tt_ctx_switch,%function\n"
-        "tt_ctx_switch:\n"
+        ".p2align 4\n" TT_ASM_FUNC(tt_ctx_switch) TT_ASM_SYM(tt_ctx_switch) ":\n"
         "  sub sp, sp, #160\n"
         "  stp x19, x20, [sp, #0]\n"
         "  stp x21, x22, [sp, #16]\n"
@@ -130,17 +155,11 @@ __asm__(".text\n"
         "  ldp d12, d13, [sp, #128]\n"
         "  ldp d14, d15, [sp, #144]\n"
         "  add sp, sp, #160\n"
-        "  ret\n"
-        ".size tt_ctx_switch, .-tt_ctx_switch\n"
-        ".p2align 4\n"
-        ".hidden tt_ctx_start\n"
-        ".globl tt_ctx_start\n"
-        ".type tt_ctx_start,%function\n"
-        "tt_ctx_start:\n"
+        "  ret\n" TT_ASM_END(tt_ctx_switch)
+        ".p2align 4\n" TT_ASM_FUNC(tt_ctx_start) TT_ASM_SYM(tt_ctx_start) ":\n"
         "  mov x0, x19\n"
         "  blr x20\n"
-        "  brk #0\n"
-        ".size tt_ctx_start, .-tt_ctx_start\n");
+        "  brk #0\n" TT_ASM_END(tt_ctx_start));
 #endif
 
 struct Ctx {
@@ -204,6 +223,10 @@ const size_t kGuardBytes = (size_t)64 << 20;
 const size_t kTgGuardBytes = (size_t)1 << 20;
 size_t g_guard = kGuardBytes;
 size_t g_tg_guard = kTgGuardBytes;
+// Sent to the workers to stop a cancelled launch (see on_cancel_signal). SIGURG: exists on Linux and
+// macOS, ignored by default (a late one after the handlers are restored is harmless) and unused by
+// Python; it is only ever sent to the runtime's own pool threads, and only while a launch runs.
+const int kCancelSignal = SIGURG;
 
 enum : uint8_t { T_UNSTARTED, T_RUNNING, T_READY, T_BARRIER, T_SIMD, T_DONE };
 
@@ -257,8 +280,12 @@ struct Launch;
 
 struct Worker {
   int id = 0;
+  pthread_t thread;
   Launch *L = nullptr;
-  volatile bool active = false; // executing kernel code: faults are ours
+  volatile bool active = false; // running a threadgroup: faults are ours
+  // 1 while the current fiber executes kernel code (not a runtime hook): a cancellation signal may
+  // then leave it at once (see on_cancel_signal); runtime code is only left at its own checks.
+  volatile sig_atomic_t in_kernel = 0;
   sigjmp_buf jb;
   Ctx main;
   // fibers
@@ -282,7 +309,7 @@ struct Worker {
   char *tg_lo = nullptr, *tg_hi = nullptr, *tg_top = nullptr;
   TgSite sites[64];
   int nsites = 0;
-  // signal alternate stack (pool threads; the caller's is installed per launch)
+  // signal alternate stack
   char *altstack = nullptr;
   size_t altstack_size = 0;
   // fault captured by the signal handler
@@ -290,6 +317,7 @@ struct Worker {
   void *fault_addr = nullptr;
   uintptr_t fault_pc = 0;
   int fault_write = -1;
+  uintptr_t fault_base = 0; // base register of the faulting access (0: unknown), see access_base
   // non-fatal events of this launch
   uint32_t nevents = 0;
   tt_event events[TT_EMU_MAX_EVENTS];
@@ -301,14 +329,27 @@ struct Launch {
   void *slots[TT_EMU_MAX_SLOTS + 1];
   std::vector<Group> groups;
   std::atomic<uint64_t> next_tg{0};
+  std::atomic<uint64_t> done_tg{0};
   uint64_t total_tg = 0;
   std::atomic<int> abort{0};
+  std::atomic<int> cancel{0}; // TT_ERR_TIMEOUT / TT_ERR_INTERRUPTED once cancelled
   std::mutex err_mu;
   bool has_error = false;
+  int nworkers = 0;
+  uint64_t token = 0; // the caller's name for this launch (tt_emu_launch_begin)
+  std::chrono::steady_clock::time_point start;
 };
 
 thread_local Worker *tl_worker = nullptr;
-std::atomic<int> g_ub_mode{0};
+
+// Marks runtime code entered from kernel code (a hook): a cancellation signal must not leave it
+// half-way (it may hold a lock or be inside malloc). Restores the flag on the way back.
+struct HookScope {
+  Worker *w;
+  sig_atomic_t saved;
+  explicit HookScope(Worker *w_) : w(w_), saved(w_->in_kernel) { w->in_kernel = 0; }
+  ~HookScope() { w->in_kernel = saved; }
+};
 
 // ------------------------------------------------------------------------------------------------
 // Error reporting
@@ -376,8 +417,54 @@ void where(Msg &m, Worker *w, int thread) {
 // Abort the current launch from kernel (fiber) context.
 [[noreturn]] void fail_here(Worker *w) {
   w->active = false;
+  w->in_kernel = 0;
   w->fault_sig = 0;
   siglongjmp(w->jb, 1);
+}
+
+void describe_waiters(Worker *w, Msg &m, uint8_t only_state, int only_simdgroup);
+
+// Records why a cancelled launch stopped and where the threads of this worker's threadgroup were.
+// `pc`: the kernel instruction the running thread was stopped at (0: it was in a runtime hook).
+void report_cancel(Worker *w, uintptr_t pc) {
+  Launch *L = w->L;
+  int status = L->cancel.load();
+  int thread = (int)w->cur_thread;
+  if (!begin_error(L, w, status, thread))
+    return;
+  Msg m;
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - L->start).count();
+  if (status == TT_ERR_TIMEOUT)
+    m.add("timed out: stopped after %.2f s (TRITON_APPLE_EMULATOR_TIMEOUT allows %.2f s)", secs,
+          L->d->timeout_ms / 1000.0);
+  else
+    m.add("interrupted after %.2f s", secs);
+  m.add("; %llu of %llu threadgroups had finished; stopped", (unsigned long long)L->done_tg.load(),
+        (unsigned long long)L->total_tg);
+  where(m, w, thread);
+  if (pc)
+    m.add(", which was running kernel code (a loop that never ends? e.g. a spin on a value that no running "
+          "thread changes: only TRITON_APPLE_EMULATOR_THREADS threadgroups run at once)");
+  else
+    m.add(", which was at %s", w->th[thread].what ? w->th[thread].what : "a runtime call");
+  m.add("; threads of that threadgroup:");
+  describe_waiters(w, m, 0, -1);
+  tt_launch_result *r = L->res;
+  r->pc = pc;
+  Dl_info info;
+  if (pc && dladdr((void *)pc, &info) && info.dli_fname) {
+    r->pc_offset = pc - (uintptr_t)info.dli_fbase;
+    snprintf(r->pc_module, sizeof(r->pc_module), "%s", info.dli_fname);
+  }
+  set_message(L, m);
+}
+
+// Called by the runtime's hooks: leaves a cancelled launch (the signal does not interrupt hooks).
+inline void check_cancel(Worker *w) {
+  if (w->L->cancel.load(std::memory_order_relaxed)) {
+    report_cancel(w, 0);
+    fail_here(w);
+  }
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -542,19 +629,22 @@ void describe_waiters(Worker *w, Msg &m, uint8_t only_state, int only_simdgroup)
     }
   }
   bool first = true;
-  for (auto &kv : sites) {
+  auto start = [&] {
     m.add(first ? "\n  threads " : ";\n  threads ");
     first = false;
+  };
+  for (auto &kv : sites) {
+    start();
     append_ranges(m, kv.second);
     m.add(" wait at %s (MSL line %u:%u)", kv.first.what, kv.first.line, kv.first.col);
   }
   if (!other.empty()) {
-    m.add(";\n  threads ");
+    start();
     append_ranges(m, other);
     m.add(" are still running");
   }
   if (!done.empty()) {
-    m.add(";\n  threads ");
+    start();
     append_ranges(m, done);
     m.add(" have returned");
   }
@@ -657,7 +747,9 @@ void fiber_main(void *arg) {
     ts.state = T_RUNNING;
     tt_thread_info ti;
     fill_ti(w, t, &ti);
+    w->in_kernel = 1;
     w->L->d->entry(w->L->slots, &ti);
+    w->in_kernel = 0;
     thread_finished(w, t);
     if (w->rq_count) {
       release_fiber(w, f);
@@ -734,10 +826,13 @@ bool run_threadgroup(Worker *w, uint64_t linear) {
 // ------------------------------------------------------------------------------------------------
 
 const unsigned char kCanary = 0xA5;
+// Buffer mappings are kept for the next launch (saves the mmap/mprotect of the guard zones), but only
+// small ones and only up to kRegionPoolMax in all: a big launch must not leave its copies resident.
 std::mutex g_region_mu;
 std::multimap<size_t, Region> &g_region_pool = *new std::multimap<size_t, Region>();
 size_t g_region_pool_bytes = 0;
-const size_t kRegionPoolMax = (size_t)512 << 20;
+const size_t kRegionPoolMax = (size_t)64 << 20;
+const size_t kRegionPoolMaxEach = (size_t)8 << 20;
 
 inline size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
@@ -774,7 +869,7 @@ void release_region(Region &r, bool was_readonly) {
   if (was_readonly)
     mprotect(r.body, r.bodylen, PROT_READ | PROT_WRITE);
   std::lock_guard<std::mutex> lk(g_region_mu);
-  if (g_region_pool_bytes + r.bodylen <= kRegionPoolMax) {
+  if (r.bodylen <= kRegionPoolMaxEach && g_region_pool_bytes + r.bodylen <= kRegionPoolMax) {
     g_region_pool.emplace(r.bodylen, r);
     g_region_pool_bytes += r.bodylen;
   } else {
@@ -790,8 +885,8 @@ bool setup_buffers(Launch *L, Msg &err) {
   std::vector<int> order;
   for (uint32_t i = 0; i < d->nbuffers; i++) {
     const tt_buffer_desc &b = d->buffers[i];
-    if (b.slot > TT_EMU_MAX_SLOTS) {
-      err.add("buffer slot %u out of range (Metal has %d)", b.slot, TT_EMU_MAX_SLOTS);
+    if (b.slot >= TT_EMU_MAX_SLOTS) {
+      err.add("buffer slot %u out of range (Metal has %d: 0 to %d)", b.slot, TT_EMU_MAX_SLOTS, TT_EMU_MAX_SLOTS - 1);
       return false;
     }
     order.push_back((int)i);
@@ -878,46 +973,97 @@ void describe_access(Launch *L, const Group &g, int member, uintptr_t addr, Msg 
   }
 }
 
-// Maps a faulting address to a buffer; returns false if it is not in any buffer mapping.
-bool classify_buffer_fault(Launch *L, uintptr_t addr, int is_write, Msg &m, int *status) {
+// Start of buffer `member`'s data in its copy.
+inline uintptr_t member_start(Launch *L, const Group &g, int member) {
+  return (uintptr_t)g.data + ((uintptr_t)L->d->buffers[member].host - g.lo);
+}
+
+// The member of `g` whose data contains `ref`, else the one whose data is nearest to it.
+int member_near(Launch *L, const Group &g, uintptr_t ref) {
+  int best = g.members[0];
+  uint64_t best_dist = UINT64_MAX;
+  for (int j : g.members) {
+    uintptr_t s = member_start(L, g, j), e = s + L->d->buffers[j].nbytes;
+    uint64_t dist = ref < s ? s - ref : ref >= e ? ref - e + 1 : 0;
+    if (dist < best_dist) {
+      best = j;
+      best_dist = dist;
+    }
+  }
+  return best;
+}
+
+inline bool in_map(const Group &g, uintptr_t a) {
+  return a >= (uintptr_t)g.r.map && a < (uintptr_t)g.r.map + g.r.maplen;
+}
+inline bool in_body(const Group &g, uintptr_t a) {
+  return a >= (uintptr_t)g.r.body && a < (uintptr_t)g.r.body + g.r.bodylen;
+}
+
+// Maps a faulting address to a buffer; returns false if no buffer can be blamed. In order:
+//  1. an address inside a buffer's copy (its padding, or a read-only buffer written): that buffer;
+//  2. the provenance of the pointer: the buffer (or its guard zones) that the faulting instruction's base
+//     register points into, however far from it the access lands;
+//  3. an address inside a buffer's guard zones (64 MB on each side): that buffer;
+//  4. otherwise (if `guess`) the nearest buffer, reported as a guess.
+// A `constant T&` scalar is only ever blamed for an address inside its own bytes (case 1).
+bool classify_buffer_fault(Launch *L, uintptr_t addr, uintptr_t base, int is_write, bool guess, Msg &m,
+                           int *status) {
   const tt_launch_desc *d = L->d;
-  for (const Group &g : L->groups) {
-    uintptr_t mlo = (uintptr_t)g.r.map, mhi = mlo + g.r.maplen;
-    if (addr < mlo || addr >= mhi)
-      continue;
-    uintptr_t blo = (uintptr_t)g.r.body, bhi = blo + g.r.bodylen;
-    int member = g.members[0];
-    if (addr >= bhi) { // past the end: the member that ends last
-      for (int j : g.members)
-        if ((uintptr_t)d->buffers[j].host + d->buffers[j].nbytes >
-            (uintptr_t)d->buffers[member].host + d->buffers[member].nbytes)
-          member = j;
-    } else if (addr >= blo) { // inside the body: write to a read-only buffer (or its slack)
-      for (int j : g.members) {
-        uintptr_t s = (uintptr_t)g.data + ((uintptr_t)d->buffers[j].host - g.lo);
-        if (addr >= s && addr < s + d->buffers[j].nbytes) {
-          member = j;
-          break;
-        }
+  const Group *hit = nullptr;
+  int member = -1;
+  const char *how = nullptr; // set when the buffer is not certain
+  for (const Group &g : L->groups)
+    if (in_body(g, addr)) {
+      hit = &g;
+      member = member_near(L, g, addr);
+    }
+  if (!hit && base)
+    for (const Group &g : L->groups)
+      if (!g.scalar && in_map(g, base)) {
+        hit = &g;
+        member = member_near(L, g, base);
+      }
+  if (!hit)
+    for (const Group &g : L->groups)
+      if (!g.scalar && in_map(g, addr)) {
+        hit = &g;
+        member = member_near(L, g, addr);
+      }
+  if (!hit && guess) {
+    uint64_t best = UINT64_MAX;
+    for (const Group &g : L->groups) {
+      if (g.scalar)
+        continue;
+      uintptr_t lo = (uintptr_t)g.data, hi = lo + (g.hi - g.lo);
+      uint64_t dist = addr < lo ? lo - addr : addr >= hi ? addr - hi + 1 : 0;
+      if (dist < best) {
+        best = dist;
+        hit = &g;
+        member = member_near(L, g, addr);
       }
     }
-    bool in_bounds = false;
-    {
-      const tt_buffer_desc &b = d->buffers[member];
-      uintptr_t s = (uintptr_t)g.data + ((uintptr_t)b.host - g.lo);
-      in_bounds = addr >= s && addr < s + b.nbytes;
-    }
-    if (in_bounds && g.readonly) {
-      *status = TT_ERR_READONLY_WRITE;
-      m.add("write to read-only (constant or device const) ");
-    } else {
-      *status = TT_ERR_OOB;
-      m.add("out-of-bounds %s of ", is_write == 1 ? "write" : is_write == 0 ? "read" : "access");
-    }
-    describe_access(L, g, member, addr, m);
-    return true;
+    how = "the nearest buffer: a guess, the faulting instruction's base register points into no buffer";
   }
-  return false;
+  if (!hit)
+    return false;
+  const Group &g = *hit;
+  uintptr_t s = member_start(L, g, member);
+  bool in_bounds = addr >= s && addr < s + d->buffers[member].nbytes;
+  if (in_bounds && g.readonly) {
+    *status = TT_ERR_READONLY_WRITE;
+    m.add("write to read-only (constant or device const) ");
+  } else {
+    *status = TT_ERR_OOB;
+    m.add("out-of-bounds %s of ", is_write == 1 ? "write" : is_write == 0 ? "read" : "access");
+  }
+  describe_access(L, g, member, addr, m);
+  if (how) {
+    int64_t off = (int64_t)(addr - s);
+    m.add(" [%.1f MB %s the buffer; %s]", (double)(off < 0 ? -off : off) / (1 << 20), off < 0 ? "before" : "past",
+          how);
+  }
+  return true;
 }
 
 // After a launch: detect writes into the slack bytes around each buffer (between the data and the
@@ -972,9 +1118,47 @@ bool check_canaries(Launch *L) {
 const int kSignals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP};
 struct sigaction g_old_act[NSIG];
 
+// ---- The interrupted machine state (signal handlers), per platform --------------------------------
+// Linux: ucontext_t.uc_mcontext is a struct (x86-64: gregs[REG_*]; AArch64: regs[31], sp, pc and the
+// extension records in __reserved). macOS: uc_mcontext points to a __darwin_mcontext64 (__ss thread
+// state, __es exception state; arm64 registers through the __darwin_arm_thread_state64_get_* macros,
+// which also handle the opaque (pointer-authenticated) layout).
+
+#if defined(__APPLE__) && defined(__aarch64__)
+inline uint64_t context_gpr(const ucontext_t *uc, int n) { // n = 0..31, 31 = sp
+  const auto &ss = uc->uc_mcontext->__ss;
+  if (n < 29)
+    return ss.__x[n];
+  if (n == 29)
+    return (uint64_t)__darwin_arm_thread_state64_get_fp(ss);
+  if (n == 30)
+    return (uint64_t)__darwin_arm_thread_state64_get_lr(ss);
+  return (uint64_t)__darwin_arm_thread_state64_get_sp(ss);
+}
+#elif defined(__aarch64__)
+inline uint64_t context_gpr(const ucontext_t *uc, int n) {
+  return n < 31 ? uc->uc_mcontext.regs[n] : uc->uc_mcontext.sp;
+}
+#elif defined(__x86_64__) && defined(__APPLE__)
+inline uint64_t context_gpr(const ucontext_t *uc, int n) { // x86 register number (rax, rcx, rdx, ...)
+  const auto &ss = uc->uc_mcontext->__ss;
+  const uint64_t r[16] = {ss.__rax, ss.__rcx, ss.__rdx, ss.__rbx, ss.__rsp, ss.__rbp, ss.__rsi, ss.__rdi,
+                          ss.__r8,  ss.__r9,  ss.__r10, ss.__r11, ss.__r12, ss.__r13, ss.__r14, ss.__r15};
+  return r[n & 15];
+}
+#elif defined(__x86_64__)
+const int kGregOf[16] = {REG_RAX, REG_RCX, REG_RDX, REG_RBX, REG_RSP, REG_RBP, REG_RSI, REG_RDI,
+                         REG_R8,  REG_R9,  REG_R10, REG_R11, REG_R12, REG_R13, REG_R14, REG_R15};
+inline uint64_t context_gpr(const ucontext_t *uc, int n) { return (uint64_t)uc->uc_mcontext.gregs[kGregOf[n & 15]]; }
+#endif
+
 uintptr_t context_pc(void *ucv) {
   ucontext_t *uc = (ucontext_t *)ucv;
-#if defined(__x86_64__)
+#if defined(__APPLE__) && defined(__aarch64__)
+  return (uintptr_t)__darwin_arm_thread_state64_get_pc(uc->uc_mcontext->__ss);
+#elif defined(__APPLE__) && defined(__x86_64__)
+  return (uintptr_t)uc->uc_mcontext->__ss.__rip;
+#elif defined(__x86_64__)
   return (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
 #elif defined(__aarch64__)
   return (uintptr_t)uc->uc_mcontext.pc;
@@ -984,11 +1168,25 @@ uintptr_t context_pc(void *ucv) {
 #endif
 }
 
+#if defined(__aarch64__)
+// Write bit of a data abort's ESR (exception class 0x24/0x25: WnR, bit 6); -1 if not a data abort.
+int esr_is_write(uint64_t esr) {
+  uint32_t ec = (uint32_t)(esr >> 26) & 0x3f;
+  if (ec == 0x24 || ec == 0x25)
+    return (esr >> 6) & 1 ? 1 : 0;
+  return -1;
+}
+#endif
+
 int context_is_write(int sig, void *ucv) {
   if (sig != SIGSEGV && sig != SIGBUS)
     return -1;
   ucontext_t *uc = (ucontext_t *)ucv;
-#if defined(__x86_64__)
+#if defined(__APPLE__) && defined(__aarch64__)
+  return esr_is_write(uc->uc_mcontext->__es.__esr);
+#elif defined(__APPLE__) && defined(__x86_64__)
+  return (uc->uc_mcontext->__es.__err & 2) ? 1 : 0;
+#elif defined(__x86_64__)
   return (uc->uc_mcontext.gregs[REG_ERR] & 2) ? 1 : 0;
 #elif defined(__aarch64__)
   // Walk the signal frame's extension records for the ESR (ESR_MAGIC = 0x45535201).
@@ -1003,10 +1201,7 @@ int context_is_write(int sig, void *ucv) {
     if (magic == 0x45535201 && size >= 16) {
       uint64_t esr;
       memcpy(&esr, p + 8, 8);
-      uint32_t ec = (uint32_t)(esr >> 26) & 0x3f;
-      if (ec == 0x24 || ec == 0x25)
-        return (esr >> 6) & 1 ? 1 : 0;
-      return -1;
+      return esr_is_write(esr);
     }
     p += size;
   }
@@ -1018,11 +1213,81 @@ int context_is_write(int sig, void *ucv) {
 }
 
 #if defined(__x86_64__)
+// Decodes the memory operand of the x86-64 instruction at `p` (legacy, REX, VEX and EVEX encodings):
+// returns the value of its base register, or of its index register when it has no base (0 when the
+// operand has neither, is RIP-relative, or the instruction has no ModRM memory operand).
+uintptr_t x86_access_base(const uint8_t *p, const ucontext_t *uc) {
+  int rex_b = 0, rex_x = 0;
+  for (int i = 0; i < 14; i++) {
+    uint8_t b = *p;
+    if (b == 0x66 || b == 0x67 || b == 0xF0 || b == 0xF2 || b == 0xF3 || b == 0x2E || b == 0x36 || b == 0x3E ||
+        b == 0x26 || b == 0x64 || b == 0x65)
+      p++;
+    else
+      break;
+  }
+  if ((*p & 0xF0) == 0x40) {
+    rex_b = *p & 1;
+    rex_x = (*p >> 1) & 1;
+    p++;
+  }
+  uint8_t op = *p;
+  if (op == 0xC5) { // 2-byte VEX: map 0F
+    p += 3;         // C5, payload, opcode
+  } else if (op == 0xC4 || op == 0x62) { // 3-byte VEX / EVEX: inverted X and B in the first payload byte
+    rex_x = !((p[1] >> 6) & 1);
+    rex_b = !((p[1] >> 5) & 1);
+    p += op == 0xC4 ? 4 : 5; // prefix, payload (2 or 3 bytes), opcode
+  } else if (op == 0x0F) {
+    p += (p[1] == 0x38 || p[1] == 0x3A) ? 3 : 2;
+  } else {
+    if ((op >= 0xA0 && op <= 0xA7) || (op >= 0xAA && op <= 0xAF))
+      return 0; // moffs and string instructions: no ModRM
+    p += 1;
+  }
+  uint8_t modrm = *p++;
+  int mod = modrm >> 6, rm = modrm & 7;
+  if (mod == 3)
+    return 0;
+  if (rm == 4) {
+    uint8_t sib = *p;
+    int index = ((sib >> 3) & 7) | (rex_x << 3), base = (sib & 7) | (rex_b << 3);
+    if (!((sib & 7) == 5 && mod == 0))
+      return (uintptr_t)context_gpr(uc, base);
+    return index == 4 ? 0 : (uintptr_t)context_gpr(uc, index);
+  }
+  if (rm == 5 && mod == 0)
+    return 0; // RIP-relative: a global, not a buffer
+  return (uintptr_t)context_gpr(uc, rm | (rex_b << 3));
+}
+#endif
+
+// The base register of the memory access that faulted (the pointer the address was computed from):
+// attributes an out-of-bounds access to the buffer it came from however far it lands. 0 if unknown.
+uintptr_t access_base(void *ucv) {
+  const ucontext_t *uc = (const ucontext_t *)ucv;
+  uintptr_t pc = context_pc(ucv);
+  if (!pc)
+    return 0;
+#if defined(__x86_64__)
+  return x86_access_base((const uint8_t *)pc, uc);
+#elif defined(__aarch64__)
+  uint32_t insn;
+  memcpy(&insn, (const void *)pc, 4);
+  if ((insn & 0x0a000000) != 0x08000000) // not in the loads-and-stores encoding group
+    return 0;
+  return (uintptr_t)context_gpr(uc, (insn >> 5) & 31); // Rn (31: sp)
+#else
+  (void)uc;
+  return 0;
+#endif
+}
+
+#if defined(__x86_64__) && defined(__linux__)
 // x86 raises #DE for integer division by zero and for INT_MIN / -1; Metal (like AArch64) does not
 // trap. Emulate the instruction with AArch64's results (quotient 0 and remainder = dividend for a
-// zero divisor; quotient = dividend and remainder 0 for the overflow case) and skip it.
-const int kGregOf[16] = {REG_RAX, REG_RCX, REG_RDX, REG_RBX, REG_RSP, REG_RBP, REG_RSI, REG_RDI,
-                         REG_R8,  REG_R9,  REG_R10, REG_R11, REG_R12, REG_R13, REG_R14, REG_R15};
+// zero divisor; quotient = dividend and remainder 0 for the overflow case) and skip it. (Intel Macs:
+// not emulated, the division is reported as SIGFPE.)
 
 bool fixup_divide(void *ucv) {
   ucontext_t *uc = (ucontext_t *)ucv;
@@ -1156,7 +1421,7 @@ void chain_signal(int sig, siginfo_t *si, void *uc) {
 void on_signal(int sig, siginfo_t *si, void *uc) {
   Worker *w = tl_worker;
   if (w && w->active) {
-#if defined(__x86_64__)
+#if defined(__x86_64__) && defined(__linux__)
     if (sig == SIGFPE && fixup_divide(uc))
       return;
 #endif
@@ -1164,10 +1429,28 @@ void on_signal(int sig, siginfo_t *si, void *uc) {
     w->fault_addr = si->si_addr;
     w->fault_pc = context_pc(uc);
     w->fault_write = context_is_write(sig, uc);
+    w->fault_base = (sig == SIGSEGV || sig == SIGBUS) ? access_base(uc) : 0;
     w->active = false;
+    w->in_kernel = 0;
     siglongjmp(w->jb, 2);
   }
   chain_signal(sig, si, uc);
+}
+
+// Cancellation (tt_emu_launch_cancel): leave kernel code like after a fault. Inside runtime code
+// (in_kernel == 0) nothing happens here; the runtime checks the flag itself (check_cancel) and the
+// waiting caller sends the signal again.
+void on_cancel_signal(int, siginfo_t *, void *uc) {
+  Worker *w = tl_worker;
+  if (w && w->active && w->in_kernel && w->L && w->L->cancel.load()) {
+    w->fault_sig = kCancelSignal;
+    w->fault_addr = nullptr;
+    w->fault_pc = context_pc(uc);
+    w->fault_write = -1;
+    w->active = false;
+    w->in_kernel = 0;
+    siglongjmp(w->jb, 3);
+  }
 }
 
 void install_handlers() {
@@ -1178,11 +1461,14 @@ void install_handlers() {
   sigemptyset(&sa.sa_mask);
   for (int s : kSignals)
     sigaction(s, &sa, &g_old_act[s]);
+  sa.sa_sigaction = on_cancel_signal;
+  sigaction(kCancelSignal, &sa, &g_old_act[kCancelSignal]);
 }
 
 void restore_handlers() {
   for (int s : kSignals)
     sigaction(s, &g_old_act[s], nullptr);
+  sigaction(kCancelSignal, &g_old_act[kCancelSignal], nullptr);
 }
 
 // Turns the fault captured by the handler into an error message (normal context).
@@ -1195,7 +1481,7 @@ void report_fault(Worker *w) {
   int status = TT_ERR_SEGV;
   bool known = false;
   if (sig == SIGSEGV || sig == SIGBUS) {
-    known = classify_buffer_fault(L, addr, w->fault_write, m, &status);
+    known = classify_buffer_fault(L, addr, w->fault_base, w->fault_write, false, m, &status);
     if (!known && w->tg_map) {
       uintptr_t lo = (uintptr_t)w->tg_map, hi = (uintptr_t)w->tg_hi + g_tg_guard;
       if (addr >= lo && addr < hi) {
@@ -1225,6 +1511,8 @@ void report_fault(Worker *w) {
           break;
         }
     }
+    if (!known)
+      known = classify_buffer_fault(L, addr, w->fault_base, w->fault_write, true, m, &status);
     if (!known)
       m.add("invalid memory %s at address %p (not inside any bound buffer)",
             w->fault_write == 1 ? "write" : w->fault_write == 0 ? "read" : "access", (void *)addr);
@@ -1305,7 +1593,10 @@ void run_worker(Worker *w, Launch *L) {
   }
   if (sigsetjmp(w->jb, 1) != 0) {
     w->active = false;
-    if (w->fault_sig)
+    w->in_kernel = 0;
+    if (w->fault_sig == kCancelSignal)
+      report_cancel(w, w->fault_pc);
+    else if (w->fault_sig)
       report_fault(w);
     L->abort.store(1);
     return;
@@ -1323,26 +1614,27 @@ void run_worker(Worker *w, Launch *L) {
       L->abort.store(1);
       break;
     }
+    L->done_tg.fetch_add(1, std::memory_order_relaxed);
   }
 }
 
 // Synchronisation objects are immortal (never destroyed): pool threads stay blocked on them until
 // the process exits, and destroying a condition variable with waiters blocks in glibc.
 struct PoolSync {
-  std::mutex launch_mu; // one launch at a time (signal handlers and altstacks are process-wide)
+  std::mutex launch_mu; // guards `busy`: one launch at a time (signal handlers are process-wide)
+  std::condition_variable launch_cv;
+  bool busy = false;
   std::mutex pool_mu;
   std::condition_variable pool_cv, done_cv;
-  std::vector<Worker *> pool; // host threads 1..n-1
+  std::vector<Worker *> pool; // the host threads that run kernels
 };
 PoolSync *g_sync = new PoolSync();
-#define g_launch_mu (g_sync->launch_mu)
 #define g_pool_mu (g_sync->pool_mu)
 #define g_pool_cv (g_sync->pool_cv)
 #define g_done_cv (g_sync->done_cv)
 #define g_pool (g_sync->pool)
-Worker *g_caller_worker = nullptr;
 uint64_t g_gen = 0;
-Launch *g_cur = nullptr;
+Launch *g_cur = nullptr; // the running launch (between tt_emu_launch_begin and its final _wait)
 int g_nactive = 0, g_pending = 0;
 
 void setup_altstack(Worker *w) {
@@ -1377,24 +1669,24 @@ void *pool_main(void *arg) {
   return nullptr;
 }
 
-bool ensure_pool(int n) { // n host threads including the caller
-  while ((int)g_pool.size() < n - 1) {
+bool ensure_pool(int n) {
+  while ((int)g_pool.size() < n) {
     Worker *w = new (std::nothrow) Worker();
     if (!w)
       return false;
-    w->id = (int)g_pool.size() + 1;
+    w->id = (int)g_pool.size();
     setup_altstack(w);
     sigset_t all, old;
     sigfillset(&all);
     for (int s : kSignals)
       sigdelset(&all, s);
+    sigdelset(&all, kCancelSignal);
     sigdelset(&all, SIGABRT);
     pthread_sigmask(SIG_SETMASK, &all, &old); // pool threads never take asynchronous signals
-    pthread_t tid;
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    int rc = pthread_create(&tid, &attr, pool_main, w);
+    int rc = pthread_create(&w->thread, &attr, pool_main, w);
     pthread_attr_destroy(&attr);
     pthread_sigmask(SIG_SETMASK, &old, nullptr);
     if (rc != 0) {
@@ -1416,12 +1708,14 @@ void after_fork_child() {
 }
 
 int host_thread_count() {
+#if defined(__linux__)
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof(set), &set) == 0) {
     int n = CPU_COUNT(&set);
     if (n > 0)
       return n;
   }
+#endif
   long n = sysconf(_SC_NPROCESSORS_ONLN);
   return n > 0 ? (int)n : 1;
 }
@@ -1465,6 +1759,8 @@ void merge_events(Launch *L, Worker *w) {
 TT_EXPORT void __tt_barrier(uint32_t flags, uint32_t line, uint32_t col) {
   (void)flags;
   Worker *w = tl_worker;
+  HookScope scope(w);
+  check_cancel(w);
   if (w->N == 1)
     return;
   uint32_t t = w->cur_thread;
@@ -1479,11 +1775,14 @@ TT_EXPORT void __tt_barrier(uint32_t flags, uint32_t line, uint32_t col) {
     return;
   }
   schedule_away(w);
+  check_cancel(w);
 }
 
 TT_EXPORT const tt_simd_xchg *__tt_simd(const char *op, const void *val, uint32_t size, uint32_t param, uint32_t line,
                                         uint32_t col, uint32_t *lane_out) {
   Worker *w = tl_worker;
+  HookScope scope(w);
+  check_cancel(w);
   uint32_t t = w->cur_thread;
   uint32_t s = t / TT_EMU_SIMD_WIDTH, lane = t % TT_EMU_SIMD_WIDTH;
   *lane_out = lane;
@@ -1508,11 +1807,13 @@ TT_EXPORT const tt_simd_xchg *__tt_simd(const char *op, const void *val, uint32_
     complete_simd(w, s, (int)t);
   else
     schedule_away(w);
+  check_cancel(w);
   return x;
 }
 
 TT_EXPORT void *__tt_tg_alloc(uint32_t site, uint32_t size, uint32_t align, const char *name) {
   Worker *w = tl_worker;
+  HookScope scope(w);
   for (int i = 0; i < w->nsites; i++)
     if (w->sites[i].site == site)
       return w->sites[i].ptr;
@@ -1544,6 +1845,7 @@ TT_EXPORT void *__tt_tg_alloc(uint32_t site, uint32_t size, uint32_t align, cons
 
 TT_EXPORT void __tt_fail(int32_t kind, const char *msg, uint32_t line, uint32_t col) {
   Worker *w = tl_worker;
+  w->in_kernel = 0;
   if (begin_error(w->L, w, kind, (int)w->cur_thread)) {
     Msg m;
     m.add("%s", msg);
@@ -1601,10 +1903,11 @@ void ub_event(uint32_t kind, const UbLoc &loc, int64_t a, int64_t b, const char 
   Worker *w = tl_worker;
   if (!w || !w->L)
     return;
-  int mode = g_ub_mode.load(std::memory_order_relaxed);
-  if (mode == 2)
+  HookScope scope(w);
+  uint32_t mode = w->L->d->ub_mode;
+  if (mode == TT_UB_IGNORE)
     return;
-  if (mode == 1) {
+  if (mode == TT_UB_ERROR) {
     if (begin_error(w->L, w, TT_ERR_UB, (int)w->cur_thread)) {
       Msg m;
       m.add("undefined behaviour: %s (operands %lld, %lld) at %s line %u:%u", what, (long long)a, (long long)b,
@@ -1652,6 +1955,7 @@ void ub_shift(void *data, uintptr_t lhs, uintptr_t rhs) {
 [[noreturn]] void ub_oob(void *data, uintptr_t index) {
   const UbBinaryData *d = (const UbBinaryData *)data;
   Worker *w = tl_worker;
+  w->in_kernel = 0;
   if (begin_error(w->L, w, TT_ERR_LOCAL_OOB, (int)w->cur_thread)) {
     Msg m;
     m.add("index %lld out of bounds for array of type %s at %s line %u:%u", (long long)ub_value(d->b, index),
@@ -1685,19 +1989,89 @@ TT_EXPORT int tt_emu_uses_ucontext(void) {
 #endif
 }
 
-TT_EXPORT void tt_emu_set_ub_mode(int mode) { g_ub_mode.store(mode); }
+namespace {
 
-TT_EXPORT int tt_emu_launch(const tt_launch_desc *d, tt_launch_result *res) {
+void init_result(tt_launch_result *res) {
   memset(res, 0, sizeof(*res));
   res->slot = -1;
   res->index = 0;
   res->is_write = -1;
   res->thread = -1;
-  std::lock_guard<std::mutex> launch_lock(g_launch_mu);
-  Launch L;
-  L.d = d;
-  L.res = res;
-  memset(L.slots, 0, sizeof(L.slots));
+}
+
+// Stops the running launch: the flag is seen by the runtime's hooks and by workers between
+// threadgroups; the signal takes a worker out of kernel code (on_cancel_signal). Called with
+// g_pool_mu held; sent again on every wait slice until the workers are done.
+void signal_workers(Launch *L) {
+  for (int i = 0; i < L->nworkers && i < (int)g_pool.size(); i++)
+    if (g_pool[i]->active)
+      pthread_kill(g_pool[i]->thread, kCancelSignal);
+}
+
+void cancel_locked(Launch *L, int status) {
+  int expected = 0;
+  if (L->cancel.compare_exchange_strong(expected, status))
+    L->abort.store(1);
+  signal_workers(L);
+}
+
+void release_launch_slot() {
+  std::lock_guard<std::mutex> lk(g_sync->launch_mu);
+  g_sync->busy = false;
+  g_sync->launch_cv.notify_all();
+}
+
+// After the workers are done: events, canaries, copy-back, cleanup. Returns the final status.
+int finish_launch(Launch *L) {
+  restore_handlers();
+  tt_launch_result *res = L->res;
+  for (int i = 0; i < L->nworkers; i++)
+    merge_events(L, g_pool[i]);
+  int cancel = L->cancel.load();
+  if (!L->has_error && cancel && L->done_tg.load() < L->total_tg && begin_error(L, nullptr, cancel, -1)) {
+    Msg m; // cancelled before any worker was inside a threadgroup
+    m.add("%s before %llu of %llu threadgroups finished", cancel == TT_ERR_TIMEOUT ? "timed out" : "interrupted",
+          (unsigned long long)(L->total_tg - L->done_tg.load()), (unsigned long long)L->total_tg);
+    set_message(L, m);
+  }
+  if (!L->has_error)
+    check_canaries(L);
+  if (!L->has_error) {
+    for (const Group &g : L->groups)
+      if (!g.readonly && g.hi > g.lo)
+        memcpy((void *)g.lo, g.data, g.hi - g.lo);
+  }
+  release_buffers(L);
+  delete L;
+  release_launch_slot();
+  return res->status;
+}
+
+} // namespace
+
+TT_EXPORT int tt_emu_launch_begin(const tt_launch_desc *d, tt_launch_result *res, uint32_t wait_ms, uint64_t token) {
+  {
+    std::unique_lock<std::mutex> lk(g_sync->launch_mu);
+    if (!g_sync->launch_cv.wait_for(lk, std::chrono::milliseconds(wait_ms), [] { return !g_sync->busy; }))
+      return TT_EMU_BUSY;
+    g_sync->busy = true;
+  }
+  init_result(res);
+  Launch *L = new Launch();
+  L->d = d;
+  L->res = res;
+  L->token = token;
+  L->start = std::chrono::steady_clock::now();
+  memset(L->slots, 0, sizeof(L->slots));
+  auto fail_early = [&](int status, const Msg &m) {
+    res->status = status;
+    if (status != TT_OK)
+      set_message(L, m);
+    release_buffers(L);
+    delete L;
+    release_launch_slot();
+    return status;
+  };
   {
     Msg m;
     uint64_t nthreads = (uint64_t)d->tg[0] * d->tg[1] * d->tg[2];
@@ -1706,80 +2080,80 @@ TT_EXPORT int tt_emu_launch(const tt_launch_desc *d, tt_launch_result *res) {
     else if (nthreads == 0 || nthreads > TT_EMU_MAX_THREADS)
       m.add("threads per threadgroup (%u,%u,%u) = %llu must be between 1 and %d", d->tg[0], d->tg[1], d->tg[2],
             (unsigned long long)nthreads, TT_EMU_MAX_THREADS);
-    if (m.n) {
-      res->status = TT_ERR_INVALID;
-      set_message(&L, m);
-      return res->status;
-    }
+    else if (d->ub_mode > TT_UB_IGNORE)
+      m.add("ub_mode %u is not one of TT_UB_WARN, TT_UB_ERROR, TT_UB_IGNORE", d->ub_mode);
+    if (m.n)
+      return fail_early(TT_ERR_INVALID, m);
   }
-  L.total_tg = (uint64_t)d->grid[0] * d->grid[1] * d->grid[2];
-  if (L.total_tg == 0)
-    return TT_OK;
+  L->total_tg = (uint64_t)d->grid[0] * d->grid[1] * d->grid[2];
+  if (L->total_tg == 0)
+    return fail_early(TT_OK, Msg());
   {
     Msg m;
-    if (!setup_buffers(&L, m)) {
-      release_buffers(&L);
-      res->status = TT_ERR_INVALID;
-      set_message(&L, m);
-      return res->status;
-    }
+    if (!setup_buffers(L, m))
+      return fail_early(TT_ERR_INVALID, m);
   }
   int want = d->host_threads ? (int)d->host_threads : host_thread_count();
-  int nw = (int)std::min<uint64_t>((uint64_t)std::max(want, 1), L.total_tg);
-  {
-    std::lock_guard<std::mutex> lk(g_pool_mu);
-    if (!ensure_pool(nw))
-      nw = std::max(1, (int)g_pool.size() + 1);
+  int nw = (int)std::min<uint64_t>((uint64_t)std::max(want, 1), L->total_tg);
+  std::lock_guard<std::mutex> lk(g_pool_mu);
+  if (!ensure_pool(nw))
+    nw = (int)g_pool.size();
+  if (nw == 0) {
+    Msg m;
+    m.add("cannot start a host thread for the emulator");
+    return fail_early(TT_ERR_INTERNAL, m);
   }
-  if (!g_caller_worker) {
-    g_caller_worker = new Worker();
-    g_caller_worker->id = 0;
-    setup_altstack(g_caller_worker);
-  }
-  Worker *w0 = g_caller_worker;
-  stack_t ss, old_ss;
-  memset(&ss, 0, sizeof(ss));
-  ss.ss_sp = w0->altstack;
-  ss.ss_size = w0->altstack_size;
-  sigaltstack(&ss, &old_ss);
-  Worker *prev_tl = tl_worker;
+  L->nworkers = nw;
   install_handlers();
-  if (nw > 1) {
-    std::lock_guard<std::mutex> lk(g_pool_mu);
-    g_cur = &L;
-    g_nactive = nw;
-    g_pending = nw - 1;
-    g_gen++;
-    g_pool_cv.notify_all();
-  }
-  run_worker(w0, &L);
-  if (nw > 1) {
+  g_cur = L;
+  g_nactive = nw;
+  g_pending = nw;
+  g_gen++;
+  g_pool_cv.notify_all();
+  return TT_EMU_PENDING;
+}
+
+TT_EXPORT int tt_emu_launch_wait(uint64_t token, uint32_t wait_ms) {
+  using clock = std::chrono::steady_clock;
+  Launch *L;
+  {
     std::unique_lock<std::mutex> lk(g_pool_mu);
-    g_done_cv.wait(lk, [] { return g_pending == 0; });
+    L = g_cur;
+    if (!L || L->token != token)
+      return TT_EMU_DONE;
+    auto until = clock::now() + std::chrono::milliseconds(wait_ms);
+    while (g_pending) {
+      auto now = clock::now();
+      if (L->d->timeout_ms && !L->cancel.load() &&
+          now - L->start >= std::chrono::milliseconds(L->d->timeout_ms))
+        cancel_locked(L, TT_ERR_TIMEOUT);
+      else if (L->cancel.load())
+        signal_workers(L); // a worker may have been inside a hook when the last signal came
+      if (now >= until)
+        return TT_EMU_PENDING;
+      auto slice = std::min<clock::duration>(until - now, std::chrono::milliseconds(20));
+      g_done_cv.wait_for(lk, slice, [] { return g_pending == 0; });
+    }
     g_cur = nullptr;
   }
-  restore_handlers();
-  tl_worker = prev_tl;
-  if (old_ss.ss_flags & SS_DISABLE) {
-    stack_t dis;
-    memset(&dis, 0, sizeof(dis));
-    dis.ss_flags = SS_DISABLE;
-    sigaltstack(&dis, nullptr);
-  } else {
-    sigaltstack(&old_ss, nullptr);
+  return finish_launch(L);
+}
+
+TT_EXPORT void tt_emu_launch_cancel(uint64_t token, int32_t status) {
+  std::lock_guard<std::mutex> lk(g_pool_mu);
+  if (g_cur && g_cur->token == token && g_pending)
+    cancel_locked(g_cur, status == TT_ERR_TIMEOUT ? TT_ERR_TIMEOUT : TT_ERR_INTERRUPTED);
+}
+
+TT_EXPORT int tt_emu_launch(const tt_launch_desc *d, tt_launch_result *res) {
+  static std::atomic<uint64_t> next_token{1ull << 63}; // apart from the tokens Python hands out
+  uint64_t token = next_token.fetch_add(1);
+  int st;
+  while ((st = tt_emu_launch_begin(d, res, 1000, token)) == TT_EMU_BUSY) {
   }
-  merge_events(&L, w0);
-  for (int i = 0; i < nw - 1; i++)
-    merge_events(&L, g_pool[i]);
-  if (!L.has_error)
-    check_canaries(&L);
-  if (!L.has_error) {
-    for (const Group &g : L.groups)
-      if (!g.readonly && g.hi > g.lo)
-        memcpy((void *)g.lo, g.data, g.hi - g.lo);
-  }
-  release_buffers(&L);
-  return res->status;
+  while (st == TT_EMU_PENDING)
+    st = tt_emu_launch_wait(token, 1000);
+  return st == TT_EMU_DONE ? res->status : st;
 }
 
 namespace {

@@ -11,7 +11,8 @@ divergent barriers/collectives and deadlocks reported as :class:`EmulatorLaunchE
 
 See README.md in this directory for what is emulated and checked.
 """
-from .errors import EmulatorCompileError, EmulatorError, EmulatorLaunchError, EmulatorWarning
+from .errors import (EmulatorCacheError, EmulatorCacheWarning, EmulatorCompileError, EmulatorError,
+                     EmulatorLaunchError, EmulatorWarning)
 from .signature import KernelParam
 from .runtime import EmulatorKernel, Scalar, bench_fiber_switch, clear_memory_cache, compile_msl
 
@@ -24,6 +25,8 @@ __all__ = [
     "EmulatorCompileError",
     "EmulatorLaunchError",
     "EmulatorWarning",
+    "EmulatorCacheError",
+    "EmulatorCacheWarning",
     "bench_fiber_switch",
     "clear_memory_cache",
 ]

@@ -49,5 +49,13 @@ class EmulatorLaunchError(EmulatorError):
         self.msl_lines: List[int] = sorted(set(int(n) for n in msl_lines))
 
 
+class EmulatorCacheError(EmulatorError):
+    """The emulator's cache directory cannot be trusted (another user owns it or may write to it)."""
+
+
+class EmulatorCacheWarning(RuntimeWarning):
+    """A damaged entry of the emulator's on-disk cache was found (and is being rebuilt)."""
+
+
 class EmulatorWarning(RuntimeWarning):
     """Undefined behaviour that Metal does not trap on (e.g. integer division by zero) was executed."""

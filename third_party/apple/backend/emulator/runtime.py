@@ -1,23 +1,27 @@
 """ctypes binding of the emulator runtime, kernel objects and argument marshalling."""
 from __future__ import annotations
 
+import _ctypes
+import collections
 import ctypes
 import math
 import os
+import re
 import struct
 import threading
-import time
 import warnings
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
+from .. import knobs
+from ..target import MAX_THREADS_PER_THREADGROUP
 from . import signature as _sig
 from . import toolchain
 from .errors import EmulatorCompileError, EmulatorError, EmulatorLaunchError, EmulatorWarning
 
-ABI_VERSION = 4  # TT_EMU_ABI_VERSION in emulator_runtime.h
-MAX_LINES = 16
-MAX_EVENTS = 16
+ABI_VERSION = 5  # TT_EMU_ABI_VERSION in emulator_runtime.h
+MAX_LINES = 16  # TT_EMU_MAX_LINES
+MAX_EVENTS = 16  # TT_EMU_MAX_EVENTS
 
 TT_BUF_READONLY = 1
 TT_BUF_SCALAR = 2
@@ -39,7 +43,8 @@ class _LaunchDesc(ctypes.Structure):
     _fields_ = [("entry", ctypes.c_void_p), ("kernel_name", ctypes.c_char_p), ("grid", ctypes.c_uint32 * 3),
                 ("tg", ctypes.c_uint32 * 3), ("nbuffers", ctypes.c_uint32), ("host_threads", ctypes.c_uint32),
                 ("buffers", ctypes.POINTER(_BufferDesc)), ("stack_kb", ctypes.c_uint32),
-                ("schedule", ctypes.c_uint32), ("seed", ctypes.c_uint64)]
+                ("schedule", ctypes.c_uint32), ("seed", ctypes.c_uint64), ("ub_mode", ctypes.c_uint32),
+                ("timeout_ms", ctypes.c_uint32)]
 
 
 class _Event(ctypes.Structure):
@@ -59,8 +64,11 @@ class _LaunchResult(ctypes.Structure):
 _STATUS_KINDS = {
     1: "invalid", 2: "out_of_bounds", 3: "readonly_write", 4: "threadgroup_out_of_bounds", 5: "stack_overflow",
     6: "segfault", 7: "signal", 8: "divergence", 9: "deadlock", 10: "simd", 11: "threadgroup_memory",
-    12: "local_out_of_bounds", 13: "undefined_behavior", 14: "internal",
+    12: "local_out_of_bounds", 13: "undefined_behavior", 14: "internal", 15: "timeout", 16: "interrupted",
 }
+_INTERRUPTED = 16  # TT_ERR_INTERRUPTED
+_PENDING, _BUSY, _DONE = -1, -2, -3  # TT_EMU_PENDING, TT_EMU_BUSY, TT_EMU_DONE
+_WAIT_SLICE_MS = 50  # how long the caller waits in C before Python gets to run its signal handlers
 _EVENT_TEXT = {
     1: "integer division or remainder by zero (Metal: undefined result; emulator: x/0 = 0, x%0 = x)",
     2: "signed integer division overflow (INT_MIN / -1)",
@@ -70,11 +78,11 @@ _UB_MODES = {"warn": 0, "error": 1, "ignore": 2}
 _SCHEDULES = {"forward": 0, "reverse": 1, "random": 2}
 
 
-def _schedule(spec: Optional[str]) -> Tuple[int, int]:
+def _schedule(spec: str) -> Tuple[int, int]:
     """'forward' | 'reverse' | 'random' | 'random:<seed>' -> (TT_SCHED_*, seed)."""
-    spec = (spec or "forward").strip().lower()
+    spec = spec.strip().lower()
     name, _, seed = spec.partition(":")
-    if name not in _SCHEDULES:
+    if name not in _SCHEDULES or (seed and (name != "random" or not seed.isdigit())):
         raise EmulatorLaunchError(f"unknown emulator schedule {spec!r}; expected forward, reverse or random[:seed]")
     return _SCHEDULES[name], int(seed) if seed else 0x5EED
 
@@ -91,16 +99,19 @@ def runtime_library() -> ctypes.CDLL:
         if _lib is None:
             so = toolchain.build_runtime()
             lib = ctypes.CDLL(str(so), mode=ctypes.RTLD_GLOBAL)
-            lib.tt_emu_launch.argtypes = [ctypes.POINTER(_LaunchDesc), ctypes.POINTER(_LaunchResult)]
-            lib.tt_emu_launch.restype = ctypes.c_int
+            lib.tt_emu_launch_begin.argtypes = [ctypes.POINTER(_LaunchDesc), ctypes.POINTER(_LaunchResult),
+                                                ctypes.c_uint32]
+            lib.tt_emu_launch_begin.restype = ctypes.c_int
+            lib.tt_emu_launch_wait.argtypes = [ctypes.c_uint32]
+            lib.tt_emu_launch_wait.restype = ctypes.c_int
+            lib.tt_emu_launch_cancel.argtypes = [ctypes.c_int32]
+            lib.tt_emu_launch_cancel.restype = None
             lib.tt_emu_abi_version.restype = ctypes.c_int
             lib.tt_emu_bench_switch.argtypes = [ctypes.c_uint32]
             lib.tt_emu_bench_switch.restype = ctypes.c_double
             lib.tt_emu_uses_ucontext.restype = ctypes.c_int
-            lib.tt_emu_set_ub_mode.argtypes = [ctypes.c_int]
             if lib.tt_emu_abi_version() != ABI_VERSION:
                 raise EmulatorError(f"emulator runtime ABI {lib.tt_emu_abi_version()} != {ABI_VERSION}")
-            lib._tt_path = str(so)
             _lib = lib
     return _lib
 
@@ -144,7 +155,6 @@ def _parse_type(type_name: str) -> Tuple[str, int]:
     t = _SCALAR_ALIASES.get(t, t)
     if t in _SCALAR_FORMATS:
         return t, 1
-    import re
     m = re.fullmatch(r"([a-z]+)([234])", t)
     if m:
         base = _SCALAR_ALIASES.get(m.group(1), m.group(1))
@@ -153,29 +163,50 @@ def _parse_type(type_name: str) -> Tuple[str, int]:
     raise ValueError(f"unknown Metal scalar type {type_name!r}")
 
 
+_FLOAT_MAX = {"float": "3.4028235e38", "half": "65504", "bfloat": "3.3895314e38"}
+
+
 def _pack_scalar(base: str, value) -> bytes:
-    if base == "bfloat":
-        return struct.pack("<H", _bfloat_bits(float(value)))
+    """The bytes of `value` as Metal type `base`. Raises ValueError (saying what would fit) for an integer
+    outside the type's width (accepted: the signed or the unsigned range of that width, i.e. any bit
+    pattern, as Triton passes unsigned values in signed parameters) or a finite float beyond the type."""
+    if base == "bool":
+        return struct.pack("<?", bool(value))
     fmt = _SCALAR_FORMATS[base]
-    if base in _INTEGER_TYPES and base != "bool":
+    if not isinstance(value, (int, float)) and not hasattr(value, "__index__") and not hasattr(value, "__float__"):
+        raise ValueError(f"{value!r} ({type(value).__name__}) is not a number")
+    if base in _INTEGER_TYPES:
+        if isinstance(value, float) and not value.is_integer():
+            raise ValueError(f"{value!r} is not an integer")
         value = int(value)
         bits = 8 * struct.calcsize(fmt)
-        if fmt.islower():  # signed: wrap like a C cast
-            value = ((value + (1 << (bits - 1))) % (1 << bits)) - (1 << (bits - 1))
-        else:
-            value %= 1 << bits
-    elif base == "bool":
-        value = bool(value)
-    else:
-        value = float(value)
-    return struct.pack("<" + fmt, value)
+        if not -(1 << (bits - 1)) <= value < (1 << bits):
+            raise ValueError(f"{value} does not fit in {bits} bits ({base} takes {-(1 << (bits - 1))} to "
+                             f"{(1 << bits) - 1}, negative values and values above the signed maximum as their "
+                             f"two's-complement bit pattern)")
+        value %= 1 << bits
+        return struct.pack("<" + fmt.upper(), value)
+    value = float(value)
+    try:
+        if base == "bfloat":
+            if math.isfinite(value) and abs(value) >= 3.3961776e38:  # rounds to inf in bfloat
+                raise OverflowError
+            return struct.pack("<H", _bfloat_bits(value))
+        return struct.pack("<" + fmt, value)
+    except OverflowError:
+        raise ValueError(f"{value!r} is out of range for {base} (largest finite value {_FLOAT_MAX[base]}); "
+                         f"pass a value in range, inf explicitly, or use a wider parameter type") from None
 
 
 class Scalar:
     """A value for a ``constant T&`` parameter, packed as the Metal type ``type_name``
     (``"int"``, ``"uint"``, ``"long"``, ``"ulong"``, ``"float"``, ``"half"``, ``"bfloat"``, ``"bool"``,
     ``"short"``, ``"ushort"``, ``"char"``, ``"uchar"`` and vectors such as ``"uint3"``/``"float4"``
-    with a sequence value; vec3 is padded to 4 elements as in Metal)."""
+    with a sequence value; vec3 is padded to 4 elements as in Metal).
+
+    A value that does not fit the type (``Scalar(1e300, "float")``, ``Scalar(2**40, "int")``) is recorded in
+    ``problem`` and refused when the scalar is bound to a kernel parameter, so that the error can name the
+    kernel and the parameter. An unknown ``type_name`` raises ValueError at once."""
 
     def __init__(self, value: Any, type_name: str = "int"):
         self.value = value
@@ -183,15 +214,22 @@ class Scalar:
         base, n = _parse_type(type_name)
         self.base = base
         self.width = n
-        if n == 1:
-            self.data = _pack_scalar(base, value)
-        else:
+        self.problem: Optional[str] = None
+        vals = [value]
+        if n > 1:
             vals = list(value) if hasattr(value, "__iter__") else [value] * n
             if len(vals) != n:
                 raise ValueError(f"Scalar {type_name} needs {n} values, got {len(vals)}")
             if n == 3:
                 vals = vals + [0]
-            self.data = b"".join(_pack_scalar(base, v) for v in vals)
+        parts = []
+        for v in vals:
+            try:
+                parts.append(_pack_scalar(base, v))
+            except ValueError as e:
+                self.problem = self.problem or str(e)
+                parts.append(bytes(_sig.type_size(base)))
+        self.data = b"".join(parts)
 
     @property
     def nbytes(self) -> int:
@@ -205,13 +243,18 @@ class Scalar:
 # Kernels
 # ------------------------------------------------------------------------------------------------
 
-def _dim3(v, what: str) -> Tuple[int, int, int]:
-    if isinstance(v, int):
-        v = (v,)
-    v = tuple(int(x) for x in v)
-    if not 1 <= len(v) <= 3 or any(x < 0 or x >= 1 << 32 for x in v):
-        raise EmulatorLaunchError(f"{what} must be 1 to 3 non-negative 32-bit integers, got {v!r}")
-    return v + (1,) * (3 - len(v))
+def _dim3(kernel: str, v, what: str, lo: int) -> Tuple[int, int, int]:
+    """`grid`/`threadgroup` as 3 integers, each from `lo` to 2^32-1 (Metal's sizes are uint)."""
+    dims = (v, ) if isinstance(v, int) else tuple(v) if isinstance(v, (tuple, list)) else None
+    if dims is None or not 1 <= len(dims) <= 3 or not all(isinstance(x, int) for x in dims):
+        raise EmulatorLaunchError(f"kernel '{kernel}': {what} {v!r} must be an int or a tuple of 1 to 3 ints",
+                                  kernel_name=kernel)
+    for axis, x in zip("xyz", dims):
+        if not lo <= x < 1 << 32:
+            raise EmulatorLaunchError(
+                f"kernel '{kernel}': {what} {tuple(dims)}: dimension {axis} is {x}; each dimension must be from {lo} "
+                f"to {(1 << 32) - 1} (Metal's {what} sizes are 32-bit unsigned)", kernel_name=kernel)
+    return tuple(dims) + (1, ) * (3 - len(dims))
 
 
 class _Bound:
@@ -228,6 +271,85 @@ def _span_bytes(shape, strides_elems, itemsize) -> int:
     return (1 + sum((s - 1) * st for s, st in zip(shape, strides_elems))) * itemsize
 
 
+_tokens = iter(range(1, 1 << 62))  # launch tokens (tt_emu_launch_begin); next() is atomic under the GIL
+_tokens_lock = threading.Lock()
+
+
+def _run_launch(lib, desc: _LaunchDesc, res: _LaunchResult) -> int:
+    """Runs one launch on the runtime's host threads while this thread waits in short slices with the GIL
+    released, so that Python can run its signal handlers (Ctrl-C) in between. On KeyboardInterrupt (or any
+    other exception raised in between) the launch is cancelled and waited for before the exception goes on:
+    no kernel keeps running on buffers the caller is about to free."""
+    with _tokens_lock:
+        token = next(_tokens)
+    try:
+        status = _BUSY
+        while status == _BUSY:
+            status = lib.tt_emu_launch_begin(ctypes.byref(desc), ctypes.byref(res), _WAIT_SLICE_MS, token)
+        while status == _PENDING:
+            status = lib.tt_emu_launch_wait(token, _WAIT_SLICE_MS)
+    except BaseException:
+        lib.tt_emu_launch_cancel(token, _INTERRUPTED)
+        while True:
+            try:
+                if lib.tt_emu_launch_wait(token, _WAIT_SLICE_MS) != _PENDING:
+                    break
+            except KeyboardInterrupt:  # a second Ctrl-C while the launch is being stopped
+                continue
+        raise
+    return res.status if status == _DONE else status
+
+
+class _LoadedLibraries:
+    """Kernel shared objects loaded in this process: at most ``TRITON_APPLE_EMULATOR_MAX_LOADED`` (least
+    recently launched first out). Kernel objects do not hold their library: each launch asks for the entry
+    point (loading the library again if it was unloaded) and holds the library until the launch is over, so
+    a library is never unloaded while a launch of it runs."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._loaded: "collections.OrderedDict[str, list]" = collections.OrderedDict()  # path -> [handle, entry, users]
+
+    def acquire(self, kernel: "EmulatorKernel") -> int:
+        path = str(kernel.so_path)
+        with self._lock:
+            rec = self._loaded.get(path)
+            if rec is None:
+                lib = ctypes.CDLL(path)
+                abi = ctypes.c_int.in_dll(lib, "__tt_emu_abi").value
+                entry = ctypes.cast(getattr(lib, "__tt_emu_entry"), ctypes.c_void_p).value
+                rec = self._loaded[path] = [lib._handle, entry, 0]
+                if abi != ABI_VERSION:
+                    self._unload(path)
+                    raise EmulatorError(f"kernel '{kernel.name}': {path} was built for emulator ABI {abi}, the "
+                                        f"runtime has {ABI_VERSION}")
+            self._loaded.move_to_end(path)
+            rec[2] += 1
+            return rec[1]
+
+    def release(self, kernel: "EmulatorKernel") -> None:
+        with self._lock:
+            rec = self._loaded.get(str(kernel.so_path))
+            if rec is not None:
+                rec[2] -= 1
+            limit = max(1, knobs.emulator_max_loaded.get())
+            idle = [p for p, r in self._loaded.items() if r[2] == 0]
+            for path in idle[:max(0, len(self._loaded) - limit)]:
+                self._unload(path)
+
+    def _unload(self, path: str) -> None:
+        handle = self._loaded.pop(path)[0]
+        _ctypes.dlclose(handle)
+
+    def loaded(self) -> List[str]:
+        """Paths of the libraries loaded now, least recently launched first."""
+        with self._lock:
+            return list(self._loaded)
+
+
+_LIBRARIES = _LoadedLibraries()
+
+
 class EmulatorKernel:
     """A compiled MSL kernel. ``params`` lists every parameter (:class:`KernelParam`)."""
 
@@ -239,11 +361,8 @@ class EmulatorKernel:
         self.so_path = Path(so_path)
         self.cache_hit = cache_hit
         self._lib = runtime_library()
-        self._so = ctypes.CDLL(str(so_path))
-        abi = ctypes.c_int.in_dll(self._so, "__tt_emu_abi").value
-        if abi != ABI_VERSION:
-            raise EmulatorError(f"kernel {name}: built for emulator ABI {abi}, runtime has {ABI_VERSION}")
-        self._entry = ctypes.cast(getattr(self._so, "__tt_emu_entry"), ctypes.c_void_p).value
+        _LIBRARIES.acquire(self)  # loads it now: a bad library fails at compile time
+        _LIBRARIES.release(self)
         self._buffers = signature.buffers
         self._by_slot = {p.index: p for p in self._buffers}
         self._name_b = name.encode()
@@ -258,6 +377,10 @@ class EmulatorKernel:
     def _bind(self, p: _sig.KernelParam, arg) -> _Bound:
         ro = TT_BUF_READONLY if p.readonly else 0
         if isinstance(arg, Scalar):
+            if arg.problem:
+                raise EmulatorLaunchError(
+                    f"kernel '{self.name}': parameter '{p.name}' ({p.msl_type}): {arg.problem}",
+                    kernel_name=self.name, param=p.name, slot=p.index)
             if p.is_reference and p.elem_size and arg.nbytes != p.elem_size:
                 raise EmulatorLaunchError(
                     f"kernel '{self.name}': parameter '{p.name}' ({p.msl_type}) takes {p.elem_size} bytes, "
@@ -329,22 +452,23 @@ class EmulatorKernel:
     def launch(self, grid=(1, 1, 1), threadgroup=(1, 1, 1),
                buffers: Union[Mapping[int, Any], Sequence[Any], None] = None, *,
                host_threads: Optional[int] = None, stack_kb: Optional[int] = None,
-               schedule: Optional[str] = None) -> None:
+               schedule: Optional[str] = None, timeout: Optional[float] = None) -> None:
         """Run the kernel over ``grid`` threadgroups of ``threadgroup`` threads.
 
         ``buffers`` maps buffer slots to arguments (or is a list in slot order). Raises
         :class:`EmulatorLaunchError` on any failure; buffers are written back only on success.
-        ``host_threads``, ``stack_kb`` and ``schedule`` (``"forward"``, ``"reverse"``,
-        ``"random[:seed]"``: the order threads run in between barriers) default to the
-        ``TRITON_APPLE_EMULATOR_{THREADS,STACK_KB,SCHEDULE}`` environment variables.
+        ``host_threads``, ``stack_kb``, ``schedule`` (``"forward"``, ``"reverse"``,
+        ``"random[:seed]"``: the order threads run in between barriers) and ``timeout`` (seconds, 0: none)
+        default to the ``TRITON_APPLE_EMULATOR_{THREADS,STACK_KB,SCHEDULE,TIMEOUT}`` knobs. Ctrl-C during
+        the launch stops it and raises KeyboardInterrupt; the process stays usable.
         """
-        grid3 = _dim3(grid, "grid")
-        tg3 = _dim3(threadgroup, "threadgroup")
+        grid3 = _dim3(self.name, grid, "grid", 0)
+        tg3 = _dim3(self.name, threadgroup, "threadgroup", 1)
         nthreads = tg3[0] * tg3[1] * tg3[2]
-        if not 1 <= nthreads <= 1024:
+        if nthreads > MAX_THREADS_PER_THREADGROUP:
             raise EmulatorLaunchError(
-                f"kernel '{self.name}': threadgroup {tg3} has {nthreads} threads; Metal allows 1 to 1024",
-                kernel_name=self.name)
+                f"kernel '{self.name}': threadgroup {tg3} has {nthreads} threads; Metal allows 1 to "
+                f"{MAX_THREADS_PER_THREADGROUP}", kernel_name=self.name)
         if buffers is None:
             binds: Dict[int, Any] = {}
         elif isinstance(buffers, Mapping):
@@ -373,27 +497,24 @@ class EmulatorKernel:
             d.elem_size = b.elem_size
             d.flags = b.flags
             d.name = self._param_names[p.index]
-        if host_threads is None:
-            env = os.environ.get("TRITON_APPLE_EMULATOR_THREADS", "")
-            host_threads = int(env) if env.strip() else 0
-        if stack_kb is None:
-            env = os.environ.get("TRITON_APPLE_EMULATOR_STACK_KB", "")
-            stack_kb = int(env) if env.strip() else 0
         desc = _LaunchDesc()
-        desc.entry = self._entry
         desc.kernel_name = self._name_b
         desc.grid[:] = grid3
         desc.tg[:] = tg3
         desc.nbuffers = n
-        desc.host_threads = max(0, host_threads)
+        desc.host_threads = knobs.emulator_threads.get() if host_threads is None else max(0, host_threads)
         desc.buffers = descs
-        desc.stack_kb = max(0, stack_kb)
-        desc.schedule, desc.seed = _schedule(schedule if schedule is not None else
-                                             os.environ.get("TRITON_APPLE_EMULATOR_SCHEDULE"))
+        desc.stack_kb = knobs.emulator_stack_kb.get() if stack_kb is None else max(0, stack_kb)
+        desc.schedule, desc.seed = _schedule(knobs.emulator_schedule.get() if schedule is None else schedule)
+        desc.ub_mode = _UB_MODES[knobs.emulator_ub.get()]
+        seconds = knobs.emulator_timeout.get() if timeout is None else timeout
+        desc.timeout_ms = 0 if seconds <= 0 else min(max(1, round(seconds * 1000)), 0xFFFFFFFF)
         res = _LaunchResult()
-        mode = os.environ.get("TRITON_APPLE_EMULATOR_UB", "warn").strip().lower()
-        self._lib.tt_emu_set_ub_mode(_UB_MODES.get(mode, 0))
-        status = self._lib.tt_emu_launch(ctypes.byref(desc), ctypes.byref(res))
+        desc.entry = _LIBRARIES.acquire(self)
+        try:
+            status = _run_launch(self._lib, desc, res)
+        finally:
+            _LIBRARIES.release(self)
         del keep
         if res.nevents:
             self._warn_events(res)
@@ -448,20 +569,30 @@ class EmulatorKernel:
 # Compilation
 # ------------------------------------------------------------------------------------------------
 
-_memory_cache: Dict[str, EmulatorKernel] = {}
+_memory_cache: "collections.OrderedDict[str, EmulatorKernel]" = collections.OrderedDict()
 _compile_lock = threading.Lock()
 
 
 def clear_memory_cache() -> None:
     """Forget kernels compiled in this process (the on-disk cache is kept)."""
-    _memory_cache.clear()
+    with _compile_lock:
+        _memory_cache.clear()
 
 
-def compile_msl(source: str, kernel_name: str) -> EmulatorKernel:
+def compile_msl(source: Union[str, bytes], kernel_name: str) -> EmulatorKernel:
     """Compile ``kernel_name`` from MSL ``source`` for the emulator (cached on disk under
-    ``$TRITON_CACHE_DIR/apple_emulator`` or ``~/.triton/cache/apple_emulator``)."""
-    if not isinstance(source, str):
-        source = source.decode() if isinstance(source, (bytes, bytearray)) else str(source)
+    ``<triton cache dir>/apple_emulator``; the compiled kernels of this process are also kept in memory, at
+    most ``TRITON_APPLE_EMULATOR_MAX_LOADED`` of them)."""
+    if isinstance(source, (bytes, bytearray)):
+        try:
+            source = bytes(source).decode()
+        except UnicodeDecodeError as e:
+            raise EmulatorCompileError(
+                f"MSL source of kernel '{kernel_name}' is not UTF-8 text (byte 0x{source[e.start]:02x} at offset "
+                f"{e.start}); a damaged cached .msl file?", kernel_name=kernel_name) from None
+    elif not isinstance(source, str):
+        raise EmulatorCompileError(f"MSL source of kernel '{kernel_name}' must be str or bytes, got "
+                                   f"{type(source).__name__}", kernel_name=kernel_name)
     sig = _sig.parse_signature(source, kernel_name)
     rewritten = _sig.rewrite_source(source)
     msl_name = f"{kernel_name}.metal"
@@ -470,10 +601,13 @@ def compile_msl(source: str, kernel_name: str) -> EmulatorKernel:
     with _compile_lock:
         k = _memory_cache.get(key)
         if k is not None and k.so_path.is_file():
+            _memory_cache.move_to_end(key)
             return k
     runtime_library()  # built and loaded (RTLD_GLOBAL) before any kernel
     so, hit = toolchain.build_kernel(rewritten, kernel_name, trampoline, tramp_lines, sig.line, source)
     k = EmulatorKernel(kernel_name, source, sig, so, hit)
     with _compile_lock:
         _memory_cache[key] = k
+        while len(_memory_cache) > max(1, knobs.emulator_max_loaded.get()):
+            _memory_cache.popitem(last=False)
     return k

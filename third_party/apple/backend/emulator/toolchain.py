@@ -1,17 +1,44 @@
-"""Host compiler, native source locations, build flags and the on-disk cache of the emulator."""
+"""Host compiler, native source locations, build flags and the on-disk cache of the emulator.
+
+The cache (``<triton cache dir>/apple_emulator``) holds one directory per build (the runtime, each kernel).
+Its rules:
+
+* builds are safe across threads and processes: every file is written under a unique temporary name
+  (pid, thread id, random) and renamed into place; a build holds the entry's lock (an in-process lock and a
+  ``flock`` on ``<entry>/.lock``), and whoever gets the lock second finds the finished entry;
+* ``manifest.json`` is written last and records the size and sha256 of every file of the entry; an entry is
+  used only if every file matches. A damaged entry (truncated or garbage library, edited source, broken
+  manifest) is rebuilt with one :class:`EmulatorCacheWarning` naming the file; temporaries left by a killed
+  build are deleted by the next build of that entry;
+* files are created with the user's umask but never group/world-writable; libraries are refused (an
+  :class:`EmulatorCacheError`) from a directory that another user owns or that group/others may write to,
+  unless ``TRITON_APPLE_EMULATOR_TRUST_CACHE=1``; each directory is checked once per process.
+"""
 from __future__ import annotations
 
+import atexit
+import errno
+import fcntl
 import functools
 import hashlib
+import json
 import os
 import re
+import secrets
 import shutil
+import stat
 import subprocess
-import tempfile
+import sys
+import threading
+import warnings
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
-from .errors import EmulatorCompileError, EmulatorError
+from .. import knobs
+from .errors import EmulatorCacheError, EmulatorCacheWarning, EmulatorCompileError, EmulatorError
+
+IS_DARWIN = sys.platform == "darwin"
+SHLIB_SUFFIX = ".dylib" if IS_DARWIN else ".so"
 
 # Kernel translation units: MSL compiled as C++ with Metal's defined behaviour where C++ has UB.
 KERNEL_FLAGS: Tuple[str, ...] = (
@@ -20,6 +47,7 @@ KERNEL_FLAGS: Tuple[str, ...] = (
     "-fPIC",
     "-shared",
     "-fwrapv",                          # Metal integer arithmetic wraps
+    "-fno-finite-loops",                # a loop without side effects is not assumed to end (a spin stays a spin)
     "-fexcess-precision=16",            # half / bfloat rounded after every operation
     "-fno-strict-float-cast-overflow",  # float->int: NaN -> 0, out of range saturates
     "-ffp-contract=off",                # no implicit FMA: same results on x86 and AArch64
@@ -29,18 +57,25 @@ KERNEL_FLAGS: Tuple[str, ...] = (
     "-flax-vector-conversions=none",    # Metal has no implicit vector conversions
     "-fno-exceptions",
     "-fno-rtti",
-    "-fstack-clash-protection",         # big frames probe every page: stack overflows hit the guard
-    # Report what Metal does not trap on; the runtime provides the sanitizer hooks.
+    # Report what Metal does not trap on; the runtime provides the sanitizer hooks (no sanitizer runtime).
     "-fsanitize=integer-divide-by-zero,shift-exponent,array-bounds",
+    "-fno-sanitize-link-runtime",
     "-gline-tables-only",               # map faulting instructions back to MSL lines
     "-w",
     "-ferror-limit=30",
     "-fno-color-diagnostics",
     "-fdiagnostics-absolute-paths",
-)
+) + ((
+    # Kernels call the runtime's hooks, which resolve against the runtime loaded RTLD_GLOBAL.
+    "-undefined", "dynamic_lookup") if IS_DARWIN else (
+    "-fstack-clash-protection",         # big frames probe every page: stack overflows hit the guard
+))
 RUNTIME_FLAGS: Tuple[str, ...] = ("-std=c++17", "-O2", "-fPIC", "-shared", "-pthread", "-fvisibility=hidden",
                                   "-fno-omit-frame-pointer")
-_CANDIDATES = ("clang++-22", "clang++-21", "clang++-20", "clang++-19", "clang++-18", "clang++-17", "clang++")
+_CANDIDATES = ("clang++-22", "clang++-21", "clang++-20", "clang++-19", "clang++-18", "clang++-17", "clang++") + (
+    ("/opt/homebrew/opt/llvm/bin/clang++", "/usr/local/opt/llvm/bin/clang++") if IS_DARWIN else ())
+# Apple clang numbers its releases on its own: Apple clang 16 is based on LLVM 17.
+_MIN_CLANG, _MIN_APPLE_CLANG = 17, 16
 
 
 def native_dirs() -> Tuple[Path, Path]:
@@ -54,24 +89,87 @@ def native_dirs() -> Tuple[Path, Path]:
     raise EmulatorError(f"Metal emulator native sources not found under {pkg / 'native'} or {pkg.parent}")
 
 
+# -- permissions and trust ------------------------------------------------------------------------------
+
+
+@functools.lru_cache(None)
+def _umask() -> int:
+    try:  # Linux: read it without changing it (os.umask is process-wide and racy with other threads)
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except OSError:
+        pass
+    old = os.umask(0o022)
+    os.umask(old)
+    return old
+
+
+def _mode(executable: bool = False) -> int:
+    """The mode of a new cache file or directory: the user's umask applied, group/others never writable."""
+    return (0o777 if executable else 0o666) & ~_umask() & ~0o022
+
+
+_trusted_dirs: set = set()
+
+
+def _check_trusted(path: Path) -> None:
+    """Refuse a cache directory (or file) that another user owns or that group/others may write to."""
+    key = str(path)
+    if key in _trusted_dirs or knobs.emulator_trust_cache.get():
+        return
+    st = os.stat(path)
+    owner_ok = st.st_uid in (os.geteuid(), 0)
+    if not owner_ok or st.st_mode & 0o022:
+        who = "owned by another user (uid %d)" % st.st_uid if not owner_ok else \
+            "writable by %s (mode %o)" % ("group and others" if st.st_mode & 0o022 == 0o022 else
+                                          "others" if st.st_mode & 0o002 else "group", stat.S_IMODE(st.st_mode))
+        raise EmulatorCacheError(
+            f"refusing to load Metal emulator libraries from {path}: it is {who}, so another user could put code "
+            f"there that would run in this process. Use a private TRITON_CACHE_DIR, or `chmod go-w {path}`, or set "
+            "TRITON_APPLE_EMULATOR_TRUST_CACHE=1 if everyone who can write there is trusted.")
+    if stat.S_ISDIR(st.st_mode):
+        _trusted_dirs.add(key)
+
+
+def _make_dir(path: Path) -> None:
+    """Create `path` (and missing parents) with _mode(); check the ones of the emulator's cache."""
+    if not path.is_dir():
+        _make_dir(path.parent)
+        try:
+            os.mkdir(path, _mode(executable=True))
+        except FileExistsError:
+            pass
+
+
 def cache_root() -> Path:
-    base = os.environ.get("TRITON_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".triton", "cache")
-    path = Path(base) / "apple_emulator"
-    path.mkdir(parents=True, exist_ok=True)
+    from triton import knobs as triton_knobs  # upstream's knob: TRITON_CACHE_DIR or ~/.triton/cache
+    path = Path(triton_knobs.cache.dir) / "apple_emulator"
+    _make_dir(path)
+    _check_trusted(path)
     return path
+
+
+# -- compiler --------------------------------------------------------------------------------------------
 
 
 @functools.lru_cache(None)
 def _compiler_version(path: str) -> Tuple[int, str]:
+    """(LLVM-equivalent major version, first line of --version)."""
     out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60).stdout
+    first = out.splitlines()[0] if out else path
+    m = re.search(r"Apple clang version (\d+)", out)
+    if m:  # map Apple's numbering onto the LLVM minimum
+        return (_MIN_CLANG if int(m.group(1)) >= _MIN_APPLE_CLANG else 0), first
     m = re.search(r"clang version (\d+)", out)
-    return (int(m.group(1)) if m else 0), out.splitlines()[0] if out else path
+    return (int(m.group(1)) if m else 0), first
 
 
 @functools.lru_cache(None)
 def find_compiler() -> str:
-    """clang++ >= 17 (``TRITON_APPLE_EMULATOR_CXX`` overrides the search)."""
-    override = os.environ.get("TRITON_APPLE_EMULATOR_CXX")
+    """clang++ >= 17 (Apple clang >= 16); ``TRITON_APPLE_EMULATOR_CXX`` overrides the search."""
+    override = knobs.emulator_cxx.get()
     names = [override] if override else list(_CANDIDATES)
     tried = []
     for name in names:
@@ -80,11 +178,11 @@ def find_compiler() -> str:
             tried.append(name)
             continue
         major, _ = _compiler_version(path)
-        if major >= 17:
+        if major >= _MIN_CLANG:
             return path
         tried.append(f"{name} (version {major or 'unknown'})")
-    raise EmulatorError("the Metal emulator needs clang++ >= 17 (address spaces, _Float16, __bf16); tried: "
-                        + ", ".join(tried) + ". Set TRITON_APPLE_EMULATOR_CXX to a clang++ binary.")
+    raise EmulatorError("the Metal emulator needs clang++ >= 17 or Apple clang >= 16 (address spaces, _Float16, "
+                        "__bf16); tried: " + ", ".join(tried) + ". Set TRITON_APPLE_EMULATOR_CXX to a clang++ binary.")
 
 
 @functools.lru_cache(None)
@@ -92,17 +190,17 @@ def find_symbolizer() -> Optional[str]:
     cxx = find_compiler()
     m = re.search(r"-(\d+)$", os.path.basename(cxx))
     names = ([f"llvm-symbolizer-{m.group(1)}"] if m else []) + ["llvm-symbolizer"]
-    for name in names:
-        local = os.path.join(os.path.dirname(os.path.realpath(cxx)), "llvm-symbolizer")
-        for cand in (local, shutil.which(name)):
-            if cand and os.path.exists(cand):
-                return cand
+    local = os.path.join(os.path.dirname(os.path.realpath(cxx)), "llvm-symbolizer")
+    for cand in [local] + [shutil.which(n) for n in names]:
+        if cand and os.path.exists(cand):
+            return cand
     return None
 
 
 def _extra_link_flags() -> List[str]:
-    # compiler-rt provides the half/bfloat conversion helpers (__truncsfbf2, ...) on every host.
-    return ["-rtlib=compiler-rt", "-lm"]
+    # compiler-rt provides the half/bfloat conversion helpers (__truncsfbf2, ...); Apple's toolchain always
+    # links it.
+    return ["-lm"] if IS_DARWIN else ["-rtlib=compiler-rt", "-lm"]
 
 
 def _hash(*parts) -> str:
@@ -125,18 +223,132 @@ def native_sources() -> Dict[str, bytes]:
 
 
 def _runtime_defines() -> List[str]:
-    return ["-DTT_EMU_UCONTEXT=1"] if os.environ.get("TRITON_APPLE_EMULATOR_UCONTEXT", "") not in ("", "0") else []
-
-
-def _atomic_write(path: Path, data: bytes):
-    fd, tmp = tempfile.mkstemp(dir=str(path.parent), prefix=path.name + ".")
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
+    return ["-DTT_EMU_UCONTEXT=1"] if knobs.emulator_ucontext.get() else []
 
 
 def _run(cmd: List[str], cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, cwd=str(cwd), capture_output=True, text=True)
+
+
+# -- cache entries ---------------------------------------------------------------------------------------
+
+_MANIFEST = "manifest.json"
+_TMP_PREFIX = ".tmp-"
+_entry_locks: Dict[str, threading.Lock] = {}
+_entry_locks_guard = threading.Lock()
+_warned: set = set()
+
+
+def _tmp_name(directory: Path, name: str) -> Path:
+    return directory / f"{_TMP_PREFIX}{os.getpid()}-{threading.get_ident()}-{secrets.token_hex(4)}-{name}"
+
+
+def _write_file(path: Path, data: bytes, executable: bool = False) -> None:
+    """Write `path` atomically (unique temporary + rename) with _mode()."""
+    tmp = _tmp_name(path.parent, path.name)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, _mode(executable))
+        os.replace(tmp, path)
+    except BaseException:
+        _unlink(tmp)
+        raise
+
+
+def _unlink(path: Path) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def _file_record(path: Path) -> Dict[str, object]:
+    data = path.read_bytes()
+    return {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def _verify(directory: Path, required: List[str]) -> Optional[str]:
+    """None if the entry is complete and intact; "" if it was never finished (no manifest); otherwise what is
+    wrong with it, naming the file."""
+    manifest = directory / _MANIFEST
+    try:
+        raw = manifest.read_bytes()
+    except FileNotFoundError:
+        return ""
+    try:
+        files = json.loads(raw.decode())["files"]
+        assert isinstance(files, dict) and all(name in files for name in required)
+    except Exception:
+        return f"{manifest} is not a valid manifest"
+    for name, want in files.items():
+        path = directory / name
+        try:
+            _check_trusted(path)
+            got = _file_record(path)
+        except FileNotFoundError:
+            return f"{path} is missing"
+        if got["size"] != want.get("size"):
+            return f"{path} has {got['size']} bytes, {want.get('size')} were written"
+        if got["sha256"] != want.get("sha256"):
+            return f"{path} does not have the content that was written (sha256 differs)"
+    return None
+
+
+def _entry_lock(directory: Path) -> threading.Lock:
+    with _entry_locks_guard:
+        return _entry_locks.setdefault(str(directory), threading.Lock())
+
+
+def cached_entry(directory: Path, required: List[str], build: Callable[[Path], Dict[str, bytes]]) -> bool:
+    """Make sure the cache entry `directory` is complete; returns True if it already was (a cache hit).
+
+    `build(directory)` writes the entry's files (with :func:`_write_file` or :func:`_compile_into`, so that
+    a killed build leaves only temporaries) or raises. The manifest is written here, last."""
+    _make_dir(directory)
+    _check_trusted(directory)
+    if _verify(directory, required) is None:
+        return True
+    with _entry_lock(directory):
+        lock_fd = os.open(directory / ".lock", os.O_RDWR | os.O_CREAT, _mode())
+        try:
+            fcntl.flock(lock_fd, fcntl.LOCK_EX)
+            problem = _verify(directory, required)
+            if problem is None:  # another thread or process built it meanwhile
+                return True
+            if problem and problem not in _warned:
+                _warned.add(problem)
+                warnings.warn(EmulatorCacheWarning(f"Metal emulator cache: {problem}; rebuilding it"), stacklevel=4)
+            for p in directory.iterdir():  # a damaged entry, and temporaries of killed builds
+                if p.name != ".lock" and (p.name.startswith((_TMP_PREFIX, ".build-")) or problem):
+                    _unlink(p)
+            build(directory)
+            files = {name: _file_record(directory / name) for name in sorted(os.listdir(directory))
+                     if name not in (".lock", _MANIFEST) and not name.startswith(_TMP_PREFIX)}
+            _write_file(directory / _MANIFEST, json.dumps({"files": files}, indent=1).encode())
+            return False
+        finally:
+            os.close(lock_fd)  # releases the flock
+
+
+def _compile_into(cmd: List[str], out: Path, cwd: Path) -> subprocess.CompletedProcess:
+    """Run a compile whose output goes to a temporary, then rename it to `out` (executable mode)."""
+    tmp = _tmp_name(out.parent, out.name)
+    res = _run(cmd + ["-o", str(tmp)], cwd)
+    try:
+        if res.returncode == 0:
+            os.chmod(tmp, _mode(executable=True))
+            os.replace(tmp, out)
+    finally:
+        _unlink(tmp)
+    return res
+
+
+# -- builds ----------------------------------------------------------------------------------------------
+
+RUNTIME_LIB = "libtriton_apple_emulator" + SHLIB_SUFFIX
+KERNEL_LIB = "kernel" + SHLIB_SUFFIX
 
 
 def build_runtime() -> Path:
@@ -146,19 +358,17 @@ def build_runtime() -> Path:
     flags = list(RUNTIME_FLAGS) + _runtime_defines()
     srcs = native_sources()
     key = _hash("runtime", _compiler_version(cxx)[1], flags, srcs["include/emulator_runtime.h"],
-                srcs["lib/emulator_runtime.cpp"])[:32]
+                srcs["include/metal_limits.h"], srcs["lib/emulator_runtime.cpp"])[:32]
     out_dir = cache_root() / f"runtime-{key}"
-    so = out_dir / "libtriton_apple_emulator.so"
-    if so.is_file():
-        return so
-    out_dir.mkdir(parents=True, exist_ok=True)
-    tmp = out_dir / f".build-{os.getpid()}.so"
-    cmd = [cxx, *flags, "-I", str(inc), str(lib / "emulator_runtime.cpp"), "-o", str(tmp), "-ldl"]
-    res = _run(cmd, out_dir)
-    if res.returncode != 0:
-        raise EmulatorError("failed to build the Metal emulator runtime:\n" + " ".join(cmd) + "\n" + res.stderr)
-    os.replace(tmp, so)
-    return so
+
+    def build(directory: Path):
+        cmd = [cxx, *flags, "-I", str(inc), str(lib / "emulator_runtime.cpp"), "-ldl"]
+        res = _compile_into(cmd, directory / RUNTIME_LIB, directory)
+        if res.returncode != 0:
+            raise EmulatorError("failed to build the Metal emulator runtime:\n" + " ".join(cmd) + "\n" + res.stderr)
+
+    cached_entry(out_dir, [RUNTIME_LIB], build)
+    return out_dir / RUNTIME_LIB
 
 
 def kernel_key(source: str, kernel_name: str, trampoline: str) -> str:
@@ -178,23 +388,21 @@ def build_kernel(source: str, kernel_name: str, trampoline: str, trampoline_line
     inc, _ = native_dirs()
     key = kernel_key(source, kernel_name, trampoline)
     out_dir = cache_root() / key[:2] / key
-    so = out_dir / "kernel.so"
-    if so.is_file():
-        return so, True
-    out_dir.mkdir(parents=True, exist_ok=True)
     msl_name = f"{kernel_name}.metal"
-    _atomic_write(out_dir / msl_name, source.encode())
-    _atomic_write(out_dir / "entry.cpp", trampoline.encode())
-    tmp = out_dir / f".build-{os.getpid()}.so"
-    # The runtime hooks (__tt_*, __ubsan_*) stay undefined here: they resolve against the runtime, which
-    # is always loaded RTLD_GLOBAL before any kernel (no path baked into the kernel's .so).
-    cmd = [cxx, *KERNEL_FLAGS, "-I", str(inc), "entry.cpp", "-o", str(tmp), *_extra_link_flags()]
-    res = _run(cmd, out_dir)
-    if res.returncode != 0:
-        raise _compile_error(res.stderr, kernel_name, msl_name, out_dir, inc, trampoline_lines, sig_line,
-                             original_source)
-    os.replace(tmp, so)
-    return so, False
+
+    def build(directory: Path):
+        _write_file(directory / msl_name, source.encode())
+        _write_file(directory / "entry.cpp", trampoline.encode())
+        # The runtime hooks (__tt_*, __ubsan_*) stay undefined here: they resolve against the runtime, which
+        # is always loaded RTLD_GLOBAL before any kernel (no path baked into the kernel's library).
+        cmd = [cxx, *KERNEL_FLAGS, "-I", str(inc), "entry.cpp", *_extra_link_flags()]
+        res = _compile_into(cmd, directory / KERNEL_LIB, directory)
+        if res.returncode != 0:
+            raise _compile_error(res.stderr, kernel_name, msl_name, directory, inc, trampoline_lines, sig_line,
+                                 original_source)
+
+    hit = cached_entry(out_dir, [KERNEL_LIB, msl_name, "entry.cpp"], build)
+    return out_dir / KERNEL_LIB, hit
 
 
 def _compile_error(stderr: str, kernel_name: str, msl_name: str, out_dir: Path, inc: Path,
@@ -241,18 +449,76 @@ def _compile_error(stderr: str, kernel_name: str, msl_name: str, out_dir: Path, 
     return EmulatorCompileError(msg, lines, diagnostics=text, kernel_name=kernel_name)
 
 
+# -- symbolizing faults ------------------------------------------------------------------------------------
+
+
+class _Symbolizer:
+    """One llvm-symbolizer process for the whole session, started on the first fault and fed one query per
+    line (``<library> <offset>``): a failing launch costs a pipe round trip, not a process start (~35 ms).
+    Answers are cached per (library, offset)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._proc: Optional[subprocess.Popen] = None
+        self._cache: Dict[Tuple[str, int], List[Tuple[str, int, int]]] = {}
+
+    def frames(self, module: str, offset: int) -> List[Tuple[str, int, int]]:
+        """(file, line, column) of the instruction and the calls it is inlined into, innermost first."""
+        key = (module, offset)
+        with self._lock:
+            if key not in self._cache:
+                if len(self._cache) > 4096:
+                    self._cache.clear()
+                self._cache[key] = self._query(module, offset)
+            return self._cache[key]
+
+    def _query(self, module: str, offset: int) -> List[Tuple[str, int, int]]:
+        tool = find_symbolizer()
+        if not tool or any(c in module for c in "\n\"'"):
+            return []
+        for _attempt in range(2):  # a symbolizer that died is started again once
+            try:
+                if self._proc is None or self._proc.poll() is not None:
+                    self._proc = subprocess.Popen([tool, "--inlining"], stdin=subprocess.PIPE,
+                                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                                  bufsize=1)
+                self._proc.stdin.write(f'"{module}" {hex(offset)}\n')
+                self._proc.stdin.flush()
+                out = []
+                while True:
+                    line = self._proc.stdout.readline()
+                    if not line:
+                        raise OSError(errno.EPIPE, "llvm-symbolizer exited")
+                    if not line.strip():
+                        break
+                    out.append(line.strip())
+                frames = []
+                for text in out:
+                    m = re.match(r"^(.*):(\d+):(\d+)$", text)
+                    if m:
+                        frames.append((os.path.basename(m.group(1)), int(m.group(2)), int(m.group(3))))
+                return frames
+            except (OSError, ValueError):
+                self._proc = None
+        return []
+
+
+    def close(self) -> None:
+        with self._lock:
+            if self._proc is not None and self._proc.poll() is None:
+                self._proc.stdin.close()  # it exits at the end of its input
+                self._proc.wait(timeout=5)
+                self._proc.stdout.close()
+            self._proc = None
+
+
+_SYMBOLIZER = _Symbolizer()
+atexit.register(_SYMBOLIZER.close)
+
+
 def symbolize(module: str, offset: int, msl_name: str) -> Optional[Tuple[int, int]]:
-    """MSL (line, column) of an instruction in a kernel .so, via llvm-symbolizer (None if unknown)."""
-    tool = find_symbolizer()
-    if not tool:
-        return None
-    try:
-        out = subprocess.run([tool, "--inlining", "--obj", module, hex(offset)], capture_output=True, text=True,
-                             timeout=30).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    for line in out.splitlines():
-        m = re.match(r"^(.*):(\d+):(\d+)$", line.strip())
-        if m and os.path.basename(m.group(1)) == msl_name and int(m.group(2)) > 0:
-            return int(m.group(2)), int(m.group(3))
+    """MSL (line, column) of an instruction in a kernel library (None if unknown)."""
+    for fname, line, col in _SYMBOLIZER.frames(module, offset):
+        if fname == msl_name and line > 0:
+            return line, col
     return None

@@ -1,0 +1,131 @@
+"""Every environment setting of the apple backend, read in this one place.
+
+Each knob is read when asked for (not at import), so tests and users can change the environment between
+launches. A malformed value raises `KnobError` naming the variable and what it accepts. README's knob table
+lists exactly the knobs defined here (a test checks that).
+
+Triton's own settings (`TRITON_CACHE_DIR`, `TRITON_KERNEL_DUMP`, ...) are read through `triton.knobs`, as
+upstream does; this module only adds the apple backend's.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Callable, Generic, List, TypeVar
+
+T = TypeVar("T")
+
+
+class KnobError(ValueError):
+    """An environment variable of the apple backend holds a value it does not accept."""
+
+
+@dataclass(frozen=True)
+class Knob(Generic[T]):
+    env: str
+    default: T
+    doc: str
+    parse: Callable[[str, str], T]
+
+    def get(self) -> T:
+        raw = os.environ.get(self.env)
+        if raw is None or not raw.strip():
+            return self.default
+        return self.parse(self.env, raw.strip())
+
+
+def _choice(*choices: str) -> Callable[[str, str], str]:
+
+    def parse(env: str, raw: str) -> str:
+        value = raw.lower()
+        if value not in choices:
+            raise KnobError(f"{env}={raw!r}: expected one of {', '.join(choices)}")
+        return value
+
+    return parse
+
+
+def _flag(env: str, raw: str) -> bool:
+    value = raw.lower()
+    if value in ("1", "true", "on", "yes"):
+        return True
+    if value in ("0", "false", "off", "no"):
+        return False
+    raise KnobError(f"{env}={raw!r}: expected 0 or 1")
+
+
+def _count(env: str, raw: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        raise KnobError(f"{env}={raw!r}: expected a non-negative integer") from None
+    if value < 0:
+        raise KnobError(f"{env}={raw!r}: expected a non-negative integer")
+    return value
+
+
+def _seconds(env: str, raw: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        raise KnobError(f"{env}={raw!r}: expected a number of seconds") from None
+    if value < 0:
+        raise KnobError(f"{env}={raw!r}: expected a non-negative number of seconds")
+    return value
+
+
+def _text(env: str, raw: str) -> str:
+    return raw
+
+
+def _schedule(env: str, raw: str) -> str:
+    kind = raw.split(":", 1)[0].lower()
+    if kind not in ("forward", "reverse", "random"):
+        raise KnobError(f"{env}={raw!r}: expected forward, reverse or random[:seed]")
+    if ":" in raw:
+        seed = raw.split(":", 1)[1]
+        if kind != "random" or not seed.isdigit():
+            raise KnobError(f"{env}={raw!r}: only random takes a seed, an unsigned integer (random:42)")
+    return raw.lower()
+
+
+# -- device and target ---------------------------------------------------------------------------------
+device = Knob("TRITON_APPLE_DEVICE", "", "force the device: emulator, metal or off (this backend is never active); "
+              "default: Metal on a Mac with MPS, else the emulator unless a CUDA/ROCm driver is active",
+              _choice("emulator", "metal", "off"))
+family = Knob("TRITON_APPLE_FAMILY", "", "GPU family to compile for: apple7 (M1), apple8 (M2), apple9 (M3/M4); "
+              "default: the Mac's own family, apple7 on the emulator", _choice("apple7", "apple8", "apple9"))
+dump_ir = Knob("TRITON_APPLE_DUMP_IR", False, "print our IR after the Apple passes to stderr", _flag)
+
+# -- emulator ------------------------------------------------------------------------------------------
+emulator_threads = Knob("TRITON_APPLE_EMULATOR_THREADS", 0,
+                        "host threads the emulator spreads threadgroups over (0: one per core)", _count)
+emulator_stack_kb = Knob("TRITON_APPLE_EMULATOR_STACK_KB", 0,
+                         "stack of each emulated thread in KB (0: the runtime's default, 256)", _count)
+emulator_schedule = Knob("TRITON_APPLE_EMULATOR_SCHEDULE", "forward",
+                         "order emulated threads run in between barriers: forward, reverse or random[:seed]",
+                         _schedule)
+emulator_ub = Knob("TRITON_APPLE_EMULATOR_UB", "warn",
+                   "undefined behaviour the emulator detects (division by zero, shift by >= width): warn, "
+                   "error or ignore", _choice("warn", "error", "ignore"))
+emulator_cxx = Knob("TRITON_APPLE_EMULATOR_CXX", "", "clang++ (17 or newer) the emulator compiles with; "
+                    "default: the newest clang++ found on PATH", _text)
+emulator_ucontext = Knob("TRITON_APPLE_EMULATOR_UCONTEXT", False,
+                         "portable ucontext fibers instead of the hand-written context switch (read when the "
+                         "runtime is first built)", _flag)
+emulator_timeout = Knob("TRITON_APPLE_EMULATOR_TIMEOUT", 0.0,
+                        "seconds after which a running emulator launch is stopped with an error (0: no limit)",
+                        _seconds)
+
+emulator_max_loaded = Knob("TRITON_APPLE_EMULATOR_MAX_LOADED", 256,
+                           "kernel libraries the emulator keeps loaded at once (least recently launched are "
+                           "unloaded first, and loaded again when launched)", _count)
+emulator_trust_cache = Knob("TRITON_APPLE_EMULATOR_TRUST_CACHE", False,
+                            "load emulator libraries even from a cache directory that other users can write to "
+                            "(refused by default: their code would run in this process)", _flag)
+
+
+def all_knobs() -> List[Knob]:
+    """Every knob of this module, in definition order."""
+    return [v for v in globals().values() if isinstance(v, Knob)]
+
