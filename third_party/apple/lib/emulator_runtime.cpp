@@ -611,16 +611,18 @@ struct SiteKey {
   }
 };
 
-// Describe where the non-finished threads of the threadgroup wait; used for divergence/deadlock.
+// Describe where the threads of the threadgroup are; used for divergence, deadlock and cancellation.
 void describe_waiters(Worker *w, Msg &m, uint8_t only_state, int only_simdgroup) {
   std::map<SiteKey, std::vector<uint32_t>> sites;
-  std::vector<uint32_t> done, other;
+  std::vector<uint32_t> done, other, unstarted;
   for (uint32_t t = 0; t < w->N; t++) {
     if (only_simdgroup >= 0 && t / TT_EMU_SIMD_WIDTH != (uint32_t)only_simdgroup)
       continue;
     const ThreadSt &ts = w->th[t];
     if (ts.state == T_DONE) {
       done.push_back(t);
+    } else if (ts.state == T_UNSTARTED) {
+      unstarted.push_back(t);
     } else if ((ts.state == T_BARRIER || ts.state == T_SIMD) && (!only_state || ts.state == only_state)) {
       sites[SiteKey{ts.what ? ts.what : "?", ts.line, ts.col}].push_back(t);
       add_line(w->L->res, ts.line);
@@ -642,6 +644,11 @@ void describe_waiters(Worker *w, Msg &m, uint8_t only_state, int only_simdgroup)
     start();
     append_ranges(m, other);
     m.add(" are still running");
+  }
+  if (!unstarted.empty()) {
+    start();
+    append_ranges(m, unstarted);
+    m.add(" have not started");
   }
   if (!done.empty()) {
     start();
@@ -797,6 +804,8 @@ bool run_threadgroup(Worker *w, uint64_t linear) {
   }
   w->nsites = 0;
   w->tg_top = w->tg_hi;
+  for (uint32_t t = 0; t < w->N; t++)
+    w->th[t].state = T_UNSTARTED;
   reset_fibers(w);
   if (d->schedule == TT_SCHED_RANDOM) { // xorshift64*, Fisher-Yates; reproducible per (seed, threadgroup)
     uint64_t x = (d->seed ^ (linear * 0x9E3779B97F4A7C15ull)) | 1;

@@ -337,6 +337,13 @@ class _LoadedLibraries:
             for path in idle[:max(0, len(self._loaded) - limit)]:
                 self._unload(path)
 
+    def forget(self, path: Path) -> None:
+        """Unload `path` if no launch uses it: its file was rebuilt, the next launch must load the new one."""
+        with self._lock:
+            rec = self._loaded.get(str(path))
+            if rec is not None and rec[2] == 0:
+                self._unload(str(path))
+
     def _unload(self, path: str) -> None:
         handle = self._loaded.pop(path)[0]
         _ctypes.dlclose(handle)
@@ -605,6 +612,8 @@ def compile_msl(source: Union[str, bytes], kernel_name: str) -> EmulatorKernel:
             return k
     runtime_library()  # built and loaded (RTLD_GLOBAL) before any kernel
     so, hit = toolchain.build_kernel(rewritten, kernel_name, trampoline, tramp_lines, sig.line, source)
+    if not hit:
+        _LIBRARIES.forget(so)
     k = EmulatorKernel(kernel_name, source, sig, so, hit)
     with _compile_lock:
         _memory_cache[key] = k

@@ -92,7 +92,6 @@ def native_dirs() -> Tuple[Path, Path]:
 # -- permissions and trust ------------------------------------------------------------------------------
 
 
-@functools.lru_cache(None)
 def _umask() -> int:
     try:  # Linux: read it without changing it (os.umask is process-wide and racy with other threads)
         with open("/proc/self/status") as f:
