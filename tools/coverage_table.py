@@ -25,7 +25,7 @@ def outcome(cell) -> str:
         cell.run(cell.dtype)
     except Exception as e:  # a refusal is an exception whose message the cell expects
         msg = str(e)
-        if cell.refused and re.search(cell.refused, msg):
+        if cell.refused and isinstance(e, cell.refusal_type()) and re.search(cell.refused, msg):
             reason = next((l.strip() for l in msg.splitlines() if re.search(cell.refused, l)), msg.splitlines()[0])
             return f"refused: {reason[:90]}"
         return f"FAILED: {msg.splitlines()[0][:90] if msg else type(e).__name__}"

@@ -2,7 +2,7 @@
 import triton
 import triton.language as tl
 
-from triton.backends.apple.ir import parse_module
+from triton.backends.apple.ir import parse_module, print_module
 from triton.backends.apple.ir.types import BlockedEncoding, PointerType, SliceEncoding, TensorType
 
 from conftest import compile_for_apple
@@ -57,7 +57,7 @@ def test_regions_and_locations():
 
 def test_printer_round_trips_names_and_types():
     mod = parse_module(_ttgir())
-    text = str(mod)
+    text = print_module(mod)
     assert "tt.func public @loop_kernel(%x_ptr: !tt.ptr<f32>" in text
     assert '"scf.for"' in text and '"tt.reduce.return"' in text
 

@@ -48,7 +48,9 @@ def test_register_map_for_expand_dims_is_identity():
     sl = layout_of(SliceEncoding(1, parent), (32, ), 4)
     full = layout_of(parent, (32, 1), 4)
     mapping = local_register_map(full, sl, lambda c: c[:1])
-    assert mapping is not None
+    # register bit i of the expanded tensor reads register bit i of the slice: the identity map
+    assert mapping == [1 << i for i in range(len(full.reg))]
+    assert full.num_regs == sl.num_regs
 
 
 def test_register_map_refuses_cross_thread_moves():

@@ -5,6 +5,7 @@ import triton.language as tl
 from triton._filecheck import run_filecheck
 
 from conftest import compile_for_apple
+from triton.backends.apple.errors import UnsupportedFeatureError
 
 
 def msl(kernel) -> str:
@@ -40,9 +41,9 @@ CHECK-NEXT: device float* out_ptr {{\[\[}}buffer(2){{\]\]}},
 CHECK-NEXT: constant int& n {{\[\[}}buffer(3){{\]\]}},
 CHECK: const int pid = int(tt_pid.x);
 CHECK: bool mask{{.*}}[8];
-CHECK: = mask{{.*}}[r] ? *x{{.*}}[r] : float(0);
-CHECK: if (mask{{.*}}[r]) {
-CHECK-NEXT: *{{.*}}[r] = {{.*}}[r];
+CHECK: = mask{{.*}}{{\[}}[[R:t_r[_0-9]*]]] ? *x{{.*}}{{\[}}[[R]]] : float(0);
+CHECK: if (mask{{.*}}{{\[}}[[S:t_r[_0-9]*]]]) {
+CHECK-NEXT: *{{.*}}{{\[}}[[S]]] = {{.*}}{{\[}}[[S]]];
 """)
     assert k.metadata.name == "add_kernel"
     assert k.metadata.shared == 0
@@ -57,11 +58,11 @@ def test_fast_math_is_explicit_opt_in():
 def test_reduction_uses_simd_shuffles_then_threadgroup_memory():
     k = compile_for_apple(row_sum_kernel, {"x_ptr": "*fp32", "out_ptr": "*fp32", "N": "constexpr"}, {"N": 1024})
     run_filecheck("rowsum", msl(k), r"""
-CHECK: static inline void row_sum_kernel_combine_{{.*}}(thread float& acc0, float other0)
+CHECK: static inline void tt_combine_{{.*}}(thread float& acc0, float other0)
 CHECK: kernel void row_sum_kernel(
 CHECK: TT_THREADGROUP_BUFFER(tt_smem, 16);
-CHECK: tt_shuffle_xor({{.*}}, ushort(1));
-CHECK: tt_shuffle_xor({{.*}}, ushort(16));
+CHECK: tt_simd_shuffle_xor({{.*}}, ushort(1));
+CHECK: tt_simd_shuffle_xor({{.*}}, ushort(16));
 CHECK: threadgroup_barrier(mem_flags::mem_threadgroup);
 CHECK: threadgroup float* {{.*}} = (threadgroup float*)(tt_smem + 0);
 CHECK: if (tt_tid == 0) {
@@ -77,13 +78,13 @@ def test_num_warps_one_needs_no_threadgroup_memory_for_reduce():
 
 @pytest.mark.parametrize("nw", [0, 3, 64])
 def test_bad_num_warps_is_refused(nw):
-    with pytest.raises(ValueError, match="num_warps"):
+    with pytest.raises(UnsupportedFeatureError, match="num_warps must be a power of two"):
         compile_for_apple(add_kernel, {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32",
                                        "BLOCK": "constexpr"}, {"BLOCK": 128}, num_warps=nw)
 
 
 def test_num_ctas_is_refused():
-    with pytest.raises(ValueError, match="num_ctas"):
+    with pytest.raises(UnsupportedFeatureError, match="num_ctas=2 is not supported"):
         compile_for_apple(add_kernel, {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32",
                                        "BLOCK": "constexpr"}, {"BLOCK": 128}, num_ctas=2)
 
@@ -103,8 +104,8 @@ def test_convert_layout_inside_a_simdgroup_uses_shuffles():
     run_filecheck("convert", src, r"""
 CHECK: kernel void col_sum_kernel(
 CHECK: // ttg.convert_layout
-CHECK: const ushort src_lane{{.*}} = ushort(
-CHECK: = tt_shuffle(
+CHECK: const ushort t_src_lane{{.*}} = ushort(
+CHECK: = tt_simd_shuffle(
 CHECK: // tt.store
 """)
     convert = src[src.index("// ttg.convert_layout"):src.index("// tt.store", src.index("// ttg.convert_layout"))]

@@ -4,7 +4,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import os
+import pathlib
 import sys
 from dataclasses import dataclass
 from types import ModuleType
@@ -13,8 +13,9 @@ from typing import Any, Dict, Tuple
 from triton._C.libtriton import ir, passes
 from triton.backends.compiler import BaseBackend, GPUTarget, Language
 
-SUPPORTED_FAMILIES = ("apple7", "apple8", "apple9")
-MAX_NUM_WARPS = 32
+from . import knobs
+from .errors import UnsupportedFeatureError
+from .target import DEFAULT_FAMILY, FAMILIES, MAX_WARPS, SIMD_WIDTH
 
 
 @dataclass(frozen=True)
@@ -22,8 +23,8 @@ class AppleOptions:
     num_warps: int = 4
     num_ctas: int = 1
     num_stages: int = 1
-    warp_size: int = 32
-    arch: str = "apple7"
+    warp_size: int = SIMD_WIDTH
+    arch: str = DEFAULT_FAMILY
     debug: bool = False
     instrumentation_mode: str = ""
     fpsan_homomorphic_casts: bool = False
@@ -47,13 +48,14 @@ class AppleOptions:
 
     def __post_init__(self):
         nw = self.num_warps
-        if not (isinstance(nw, int) and 1 <= nw <= MAX_NUM_WARPS and nw & (nw - 1) == 0):
-            raise ValueError(f"apple backend: num_warps must be a power of two in [1, {MAX_NUM_WARPS}], got {nw!r}")
+        if not (isinstance(nw, int) and 1 <= nw <= MAX_WARPS and nw & (nw - 1) == 0):
+            raise UnsupportedFeatureError(f"apple backend: num_warps must be a power of two in [1, {MAX_WARPS}] "
+                                          f"(a threadgroup holds at most {MAX_WARPS} simdgroups), got {nw!r}")
         if self.num_ctas != 1:
-            raise ValueError(f"apple backend: num_ctas={self.num_ctas} is not supported; Metal has no "
-                             "thread-block clusters, use num_ctas=1")
-        if self.arch not in SUPPORTED_FAMILIES:
-            raise ValueError(f"apple backend: unknown GPU family {self.arch!r}; expected one of {SUPPORTED_FAMILIES}")
+            raise UnsupportedFeatureError(f"apple backend: num_ctas={self.num_ctas} is not supported; Metal has "
+                                          "no thread-block clusters, use num_ctas=1")
+        if self.arch not in FAMILIES:
+            raise ValueError(f"apple backend: unknown GPU family {self.arch!r}; expected one of {tuple(FAMILIES)}")
         if self.num_stages < 1:
             raise ValueError(f"apple backend: num_stages must be >= 1, got {self.num_stages}")
         object.__setattr__(self, "extern_libs", tuple(sorted(dict(self.extern_libs or {}).items())))
@@ -72,7 +74,6 @@ def min_dot_size(target: GPUTarget):
 @functools.lru_cache(None)
 def _source_hash() -> str:
     """Hash of this package's sources: a change to the lowering invalidates cached kernels."""
-    import pathlib
     h = hashlib.sha256()
     root = pathlib.Path(__file__).parent
     for path in sorted(root.rglob("*")):
@@ -90,11 +91,11 @@ class AppleBackend(BaseBackend):
 
     def __init__(self, target: GPUTarget) -> None:
         super().__init__(target)
-        if target.arch not in SUPPORTED_FAMILIES:
+        if target.arch not in FAMILIES:
             raise ValueError(f"apple backend: unknown GPU family {target.arch!r}; expected one of "
-                             f"{SUPPORTED_FAMILIES}")
-        if target.warp_size != 32:
-            raise ValueError(f"apple backend: SIMD-group width is 32, got warp_size={target.warp_size}")
+                             f"{tuple(FAMILIES)}")
+        if target.warp_size != SIMD_WIDTH:
+            raise ValueError(f"apple backend: SIMD-group width is {SIMD_WIDTH}, got warp_size={target.warp_size}")
         self.binary_ext = "msl"
 
     def hash(self) -> str:
@@ -139,7 +140,7 @@ class AppleBackend(BaseBackend):
     def make_ttgir(mod, metadata, opt: AppleOptions):
         pm = ir.pass_manager(mod.context)
         pm.enable_debug()
-        passes.ttir.add_convert_to_ttgpuir(pm, f"metal:{opt.arch}", opt.num_warps, 32, opt.num_ctas)
+        passes.ttir.add_convert_to_ttgpuir(pm, f"metal:{opt.arch}", opt.num_warps, SIMD_WIDTH, opt.num_ctas)
         passes.ttgpuir.add_coalesce(pm)
         passes.ttgpuir.add_remove_layout_conversions(pm)
         passes.ttgpuir.add_optimize_thread_locality(pm)
@@ -161,17 +162,18 @@ class AppleBackend(BaseBackend):
 
     @staticmethod
     def make_msl(mod, metadata, opt: AppleOptions) -> bytes:
-        from .ir import parse_module
-        from .lowering import lower_parsed_module
+        from .ir import parse_module, print_module
+        from .lowering import lower_module
         from .passes import accelerate_matmul
         module = parse_module(mod if isinstance(mod, str) else mod.str())
         accelerate_matmul(module)
-        if os.environ.get("TRITON_APPLE_DUMP_IR", "0") == "1":
-            print(f"// -----// apple IR after Apple passes //----- //\n{module}", file=sys.stderr)
-        kernel = lower_parsed_module(module, opt)
+        if knobs.dump_ir.get():
+            print(f"// -----// apple IR after Apple passes //----- //\n{print_module(module)}", file=sys.stderr)
+        kernel = lower_module(module, opt)
         metadata["name"] = kernel.name
         metadata["shared"] = kernel.shared_bytes
         metadata["kernel_signature"] = kernel.signature_json()
+        metadata["msl_locations"] = kernel.locations_json()
         metadata["debug_formats"] = json.dumps(kernel.debug_formats)
         return kernel.source.encode()
 

@@ -1,11 +1,17 @@
-"""Host side of `tl.device_print` / `tl.device_assert`: decodes the records kernels append to their
-`tt_debug` buffer (layout in `lowering/debug_ops.py`), prints them, and raises for failed assertions."""
+"""The debug-record protocol of `tl.device_print` / `tl.device_assert`, shared by the lowering (which writes
+records, `lowering/debug_ops.py`) and the launcher (which decodes them after the launch, prints them and
+raises for failed assertions).
+
+A kernel that prints or asserts gets one more buffer of BUFFER_WORDS 32-bit words. Word 0 is an atomic
+cursor; records follow it: [length, format id, pid.x, pid.y, pid.z, element index, 2 words per value].
+Records that would not fit are dropped and the output is reported as truncated."""
 from __future__ import annotations
 
 import struct
 import sys
 from typing import List, Optional, Sequence, Tuple
 
+BUFFER_WORDS = 1 << 16
 HEADER_WORDS = 6
 
 

@@ -11,21 +11,21 @@ Which one runs is decided once per process:
 """
 from __future__ import annotations
 
+import bisect
 import functools
 import json
 import os
 import platform
 import time
-from typing import Any, List, Sequence
+from typing import Any, List, Optional, Sequence, Tuple
 
 from triton.backends.compiler import GPUTarget
 from triton.backends.driver import DriverBase
 
-from .compiler import SUPPORTED_FAMILIES
-
-_KNOB = "TRITON_APPLE_DEVICE"
-MAX_THREADS_PER_THREADGROUP = 1024
-MAX_THREADGROUP_MEMORY = 32 * 1024
+from . import debug_buffer, knobs
+from .errors import KernelArgError
+from .target import (DEFAULT_FAMILY, MAX_THREADGROUP_MEMORY, MAX_THREADS_PER_THREADGROUP, MSL_TO_TORCH, SIMD_WIDTH,
+                     msl_of_signature)
 
 
 def _mps_available() -> bool:
@@ -54,41 +54,20 @@ def _other_driver_active() -> bool:
 
 def device_mode() -> str:
     """'metal', 'emulator' or 'off'."""
-    knob = os.environ.get(_KNOB, "").strip().lower()
-    if knob in ("emulator", "metal", "off"):
-        return knob
+    knob = knobs.device.get()
     if knob:
-        raise ValueError(f"{_KNOB}={knob!r}: expected one of emulator, metal, off")
+        return knob
     if _mps_available():
         return "metal"
     return "off" if _other_driver_active() else "emulator"
 
 
 def default_family() -> str:
-    fam = os.environ.get("TRITON_APPLE_FAMILY", "apple7")
-    if fam not in SUPPORTED_FAMILIES:
-        raise ValueError(f"TRITON_APPLE_FAMILY={fam!r}: expected one of {SUPPORTED_FAMILIES}")
-    return fam
+    return knobs.family.get() or DEFAULT_FAMILY
 
 
 # ------------------------------------------------------------------------------------------------
 # Arguments
-
-
-_SCALAR_CTYPES = {
-    "i1": "bool", "i8": "char", "i16": "short", "i32": "int", "i64": "long", "u1": "bool", "u8": "uchar",
-    "u16": "ushort", "u32": "uint", "u64": "ulong", "fp16": "half", "bf16": "bfloat", "fp32": "float",
-    "f32": "float", "f16": "half"
-}
-_TORCH_DTYPES = {
-    "bool": "bool", "char": "int8", "short": "int16", "int": "int32", "long": "int64", "uchar": "uint8",
-    "ushort": "uint16", "uint": "uint32", "ulong": "uint64", "half": "float16", "bfloat": "bfloat16",
-    "float": "float32"
-}
-
-
-class KernelArgError(TypeError):
-    pass
 
 
 def plan_arguments(kernel_name: str, signature: dict, params: List[dict]) -> List[tuple]:
@@ -111,18 +90,49 @@ def plan_arguments(kernel_name: str, signature: dict, params: List[dict]) -> Lis
     return plan
 
 
+_INT_RANGES = {"bool": (0, 1), "char": (-2**7, 2**7 - 1), "short": (-2**15, 2**15 - 1), "int": (-2**31, 2**31 - 1),
+               "long": (-2**63, 2**63 - 1)}
+_FLOAT_MAX = {"float": 3.4028234663852886e38, "half": 65504.0, "bfloat": 3.3895313892515355e38}
+
+
 def _check_scalar(kernel: str, p: dict, value: Any) -> Any:
-    if p["msl_type"] in ("float", "half", "bfloat"):
+    """A scalar launch argument, checked against the MSL type of its parameter."""
+    where = f"apple backend: kernel '{kernel}' argument '{p['name']}' ({p['triton_type']})"
+    msl = p["msl_type"]
+    if msl in _FLOAT_MAX:
         if not isinstance(value, (int, float)):
-            raise KernelArgError(f"apple backend: kernel '{kernel}' argument '{p['name']}' expects a float, got "
-                                 f"{type(value).__name__}")
-        return float(value)
-    if isinstance(value, bool) or p["msl_type"] == "bool":
-        return bool(value)
+            raise KernelArgError(f"{where} expects a float, got {type(value).__name__}")
+        value = float(value)
+        if abs(value) > _FLOAT_MAX[msl] and value == value and abs(value) != float("inf"):
+            raise KernelArgError(f"{where}: {value!r} does not fit in {msl} (largest finite value "
+                                 f"{_FLOAT_MAX[msl]:g}); it would become infinity")
+        return value
     if not isinstance(value, int):
-        raise KernelArgError(f"apple backend: kernel '{kernel}' argument '{p['name']}' expects an integer, got "
-                             f"{type(value).__name__}")
-    return int(value)
+        raise KernelArgError(f"{where} expects an integer, got {type(value).__name__}")
+    lo, hi = _INT_RANGES[msl]
+    # Triton passes unsigned values in the signed type of the same width: accept the unsigned range too.
+    if not lo <= value <= hi and not (msl != "bool" and 0 <= value <= 2 * hi + 1):
+        raise KernelArgError(f"{where}: {value} does not fit in {msl} ({lo} to {hi})")
+    return bool(value) if msl == "bool" else int(value)
+
+
+def _tensor_argument(kernel: str, p: dict, value: Any) -> Any:
+    """The tensor behind a pointer argument. `triton.reinterpret` views (TensorWrapper) bind their base
+    tensor: the kernel already reads the memory as the pointer's element type."""
+    where = f"apple backend: kernel '{kernel}' argument '{p['name']}' ({p['triton_type']})"
+    while value is not None and not _is_torch_tensor(value) and hasattr(value, "base") and hasattr(value, "data_ptr"):
+        value = value.base
+    if value is None or not hasattr(value, "data_ptr"):
+        raise KernelArgError(f"{where} expects a tensor, got {type(value).__name__}")
+    if str(getattr(value, "dtype", "")) == "torch.float64":
+        raise KernelArgError(f"{where} is a float64 tensor; Metal has no double type. Pass "
+                             "x.to(torch.float32)")
+    return value
+
+
+def _is_torch_tensor(value: Any) -> bool:
+    import torch
+    return isinstance(value, torch.Tensor)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -162,6 +172,49 @@ class EmulatorDeviceInterface:
         return 1
 
 
+class MslLocations:
+    """Where each part of a kernel's MSL came from: the structured map the lowering records in the kernel
+    metadata (`msl_locations`: MSL line of the first line of code of every located op)."""
+
+    def __init__(self, locations: Sequence[Sequence]):
+        self._entries = sorted((int(line), op, where) for line, op, where in locations)
+        self._lines = [e[0] for e in self._entries]
+
+    def origin(self, msl_line: int) -> Optional[Tuple[str, str]]:
+        """(op name, source location) of the op whose code contains `msl_line`, or None."""
+        k = bisect.bisect_right(self._lines, msl_line) - 1
+        return self._entries[k][1:] if k >= 0 else None
+
+    def explain(self, message: str, msl_lines: Sequence[int]) -> str:
+        """`message` plus, for each MSL line it names, the Triton op and source line it was generated from."""
+        notes = []
+        for n in msl_lines:
+            origin = self.origin(n)
+            if origin:
+                notes.append(f"  MSL line {n} was generated from {origin[0]} at {origin[1]}")
+        return message + ("\n" + "\n".join(notes) if notes else "")
+
+
+class EmulatorFunction:
+    """What `load_binary` returns on the emulator: the kernel's MSL, compiled by clang on first launch, where
+    the launcher can map compiler errors back to Triton ops through the kernel's location map."""
+
+    def __init__(self, name: str, source: str):
+        self.name = name
+        self.source = source
+        self._kernel = None
+
+    def compiled(self, locations: MslLocations):
+        if self._kernel is None:
+            from .emulator import EmulatorCompileError, compile_msl
+            try:
+                self._kernel = compile_msl(self.source, self.name)
+            except EmulatorCompileError as e:
+                raise EmulatorCompileError(locations.explain(str(e), e.msl_lines), e.msl_lines, e.diagnostics,
+                                           e.kernel_name) from None
+        return self._kernel
+
+
 class AppleUtils:
     """Module loading and device properties (`driver.active.utils`)."""
 
@@ -176,13 +229,8 @@ class AppleUtils:
             fn = getattr(lib, name)
             max_threads = int(getattr(fn, "max_threads_per_threadgroup", MAX_THREADS_PER_THREADGROUP))
             return lib, fn, 0, 0, max_threads
-        from .emulator import EmulatorCompileError, compile_msl
-        try:
-            k = compile_msl(source, name)
-        except EmulatorCompileError as e:
-            raise EmulatorCompileError(explain_msl_error(str(e), source, e.msl_lines), e.msl_lines, e.diagnostics,
-                                       e.kernel_name) from None
-        return k, k, 0, 0, MAX_THREADS_PER_THREADGROUP
+        fn = EmulatorFunction(name, source)
+        return fn, fn, 0, 0, MAX_THREADS_PER_THREADGROUP
 
     def unload_module(self, module) -> None:
         pass
@@ -190,29 +238,9 @@ class AppleUtils:
     def get_device_properties(self, device) -> dict:
         return {
             "max_shared_mem": MAX_THREADGROUP_MEMORY, "multiprocessor_count": os.cpu_count() or 1,
-            "warpSize": 32, "max_num_regs": 0, "sm_clock_rate": 0, "mem_clock_rate": 0, "mem_bus_width": 0,
+            "warpSize": SIMD_WIDTH, "max_num_regs": 0, "sm_clock_rate": 0, "mem_clock_rate": 0, "mem_bus_width": 0,
             "max_threads_per_threadgroup": MAX_THREADS_PER_THREADGROUP
         }
-
-
-def explain_msl_error(message: str, source: str, msl_lines: Sequence[int]) -> str:
-    """Add, for each MSL line an error names, the Triton op and source line it was generated from (the
-    lowering writes `// <op> <file>:<line>` before each op's MSL)."""
-    lines = source.splitlines()
-    notes = []
-    for n in msl_lines:
-        origin = None
-        for k in range(min(n, len(lines)) - 1, -1, -1):
-            text = lines[k].strip()
-            if text.startswith("// ") and ":" in text:
-                origin = text[3:]
-                break
-            if text.startswith("kernel void") or text.startswith("static"):
-                break
-        if origin:
-            op, _, where = origin.partition(" ")
-            notes.append(f"  MSL line {n} was generated from {op} at {where}")
-    return message + ("\n" + "\n".join(notes) if notes else "")
 
 
 class AppleLauncher:
@@ -228,6 +256,7 @@ class AppleLauncher:
             signature = {p["name"]: p["triton_type"] for p in params}
         self.plan = plan_arguments(self.name, signature, params)
         self.mode = device_mode()
+        self.locations = MslLocations(json.loads(getattr(metadata, "msl_locations", "[]") or "[]"))
         self.debug_formats = json.loads(getattr(metadata, "debug_formats", "[]") or "[]")
         self.has_debug = any(p["kind"] == "debug" for p in params)
 
@@ -238,10 +267,7 @@ class AppleLauncher:
         for pos, p in self.plan:
             value = args[pos]
             if p["kind"] == "pointer":
-                if value is None or not hasattr(value, "data_ptr"):
-                    raise KernelArgError(f"apple backend: kernel '{self.name}' argument '{p['name']}' expects a "
-                                         f"tensor, got {type(value).__name__}")
-                bound.append(value)
+                bound.append(_tensor_argument(self.name, p, value))
             else:
                 v = _check_scalar(self.name, p, value)
                 bound.append(v if self.mode == "metal" else emulator.Scalar(v, p["msl_type"]))
@@ -255,28 +281,27 @@ class AppleLauncher:
         debug = None
         if self.has_debug:
             import torch
-            from .lowering.debug_ops import DEBUG_BUFFER_WORDS
             dev = "mps" if self.mode == "metal" else "cpu"
-            debug = torch.zeros(DEBUG_BUFFER_WORDS, dtype=torch.int32, device=dev)
+            debug = torch.zeros(debug_buffer.BUFFER_WORDS, dtype=torch.int32, device=dev)
             bound.append(debug)
         if enter_hook is not None:
             enter_hook(launch_metadata)
-        threads = self.num_warps * 32
+        threads = self.num_warps * SIMD_WIDTH
         if self.mode == "metal":
             self._dispatch_metal(function, bound, (gridX, gridY, gridZ), threads)
         else:
             from .emulator import EmulatorLaunchError
+            kernel = function.compiled(self.locations)
             try:
-                function.launch(grid=(gridX, gridY, gridZ), threadgroup=(threads, 1, 1), buffers=bound)
+                kernel.launch(grid=(gridX, gridY, gridZ), threadgroup=(threads, 1, 1), buffers=bound)
             except EmulatorLaunchError as e:
-                e.args = (explain_msl_error(str(e), function.source, e.msl_lines), )
+                e.args = (self.locations.explain(str(e), e.msl_lines), )
                 raise
         if debug is not None:
-            from .debug_buffer import report
             if self.mode == "metal":  # pragma: no cover - needs a Mac
                 import torch
                 torch.mps.synchronize()
-            report(debug.cpu().tolist(), self.debug_formats, self.name)
+            debug_buffer.report(debug.cpu().tolist(), self.debug_formats, self.name)
         if exit_hook is not None:
             exit_hook(launch_metadata)
 
@@ -291,7 +316,7 @@ class AppleLauncher:
                                          f"{v.device}; the Metal device needs mps tensors")
                 args.append(v)
             else:
-                args.append(torch.tensor([v], dtype=getattr(torch, _TORCH_DTYPES[p["msl_type"]]), device="mps"))
+                args.append(torch.tensor([v], dtype=getattr(torch, MSL_TO_TORCH[p["msl_type"]]), device="mps"))
         fn(*args, threads=[grid[0] * threads, grid[1], grid[2]], group_size=[threads, 1, 1])
 
 
@@ -310,10 +335,10 @@ class AppleDriver(DriverBase):
     def map_python_to_cpp_type(self, ty: str) -> str:
         if ty.startswith("*"):
             return "device void*"
-        return _SCALAR_CTYPES.get(ty, ty)
+        return msl_of_signature(ty)
 
     def get_current_target(self) -> GPUTarget:
-        return GPUTarget("metal", default_family(), 32)
+        return GPUTarget("metal", default_family(), SIMD_WIDTH)
 
     def get_active_torch_device(self):
         import torch

@@ -15,7 +15,8 @@ import functools
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from .ir.types import (BlockedEncoding, DotOperandEncoding, Encoding, LinearEncoding, SliceEncoding, TensorType)
+from .ir.types import (AppleMmaEncoding, BlockedEncoding, DotOperandEncoding, Encoding, LinearEncoding, SliceEncoding,
+                       TensorType)
 
 Coord = Tuple[int, ...]
 
@@ -166,10 +167,44 @@ def layout_of(enc: Encoding, shape: Tuple[int, ...], num_warps: int) -> LinearLa
         return LinearLayout(tuple(shape), enc.register, enc.lane, enc.warp)
     if isinstance(enc, DotOperandEncoding) and isinstance(enc.parent, (BlockedEncoding, LinearEncoding)):
         return fma_operand_layout(enc, shape, num_warps)
-    custom = getattr(enc, "linear_layout", None)
-    if custom is not None:
-        return custom(tuple(shape), num_warps)
+    if isinstance(enc, AppleMmaEncoding):
+        return mma_layout(enc, tuple(shape), num_warps)
     return from_libtriton(enc, tuple(shape))
+
+
+def mma_layout(enc: AppleMmaEncoding, shape: Tuple[int, ...], num_warps: int) -> LinearLayout:
+    """`AppleMmaEncoding` as a linear layout: the 8x8 `simdgroup_matrix` fragment layout (lane `l` holds row
+    `4*(l>>4) + ((l>>1)&3)`, columns `4*((l>>3)&1) + 2*(l&1) + j`, `j` being element `j` of
+    `thread_elements()`), fragments tiling each simdgroup's (M, N) tile along N then M, simdgroups tiling
+    the tensor. Extents smaller than the tiling (e.g. the unit dimension of a broadcast row) replicate
+    lanes and warps and drop registers, as blocked layouts do."""
+    rank = len(shape)
+    m_dim, n_dim = rank - 2, rank - 1
+    wm, wn = enc.warps_per_cta
+    full_m, full_n = max(shape[m_dim], 8 * wm), max(shape[n_dim], 8 * wn)
+    tile_m, tile_n = full_m // wm, full_n // wn
+    if tile_m % 8 or tile_n % 8:
+        raise ValueError(f"{enc.text()} cannot tile shape {list(shape)}")
+
+    def at(dim: int, value: int) -> Tuple[int, ...]:
+        return tuple(value if d == dim else 0 for d in range(rank))
+
+    def fits(b: Tuple[int, ...]) -> bool:
+        return all(x < n for x, n in zip(b, shape))
+
+    zero = tuple(0 for _ in range(rank))
+    reg = [at(n_dim, 1)]
+    reg += [at(n_dim, 8 << i) for i in range((tile_n // 8).bit_length() - 1)]
+    reg += [at(m_dim, 8 << i) for i in range((tile_m // 8).bit_length() - 1)]
+    if rank == 3:
+        reg += [at(0, 1 << i) for i in range(shape[0].bit_length() - 1)]
+    lane = [at(n_dim, 2), at(m_dim, 1), at(m_dim, 2), at(n_dim, 4), at(m_dim, 4)]
+    warp = [at(n_dim, tile_n << i) for i in range(wn.bit_length() - 1)]
+    warp += [at(m_dim, tile_m << i) for i in range(wm.bit_length() - 1)]
+    while len(warp) < num_warps.bit_length() - 1:
+        warp.append(zero)  # more simdgroups than tiles: replicas
+    return LinearLayout(tuple(shape), tuple(b for b in reg if fits(b)), tuple(b if fits(b) else zero for b in lane),
+                        tuple(b if fits(b) else zero for b in warp))
 
 
 def fma_operand_layout(enc: DotOperandEncoding, shape: Tuple[int, ...], num_warps: int) -> LinearLayout:

@@ -237,7 +237,7 @@ class AxisInfoAnalysis:
             infos = [self.get(v) for v in op.operands]
             const = [math.gcd(*(i.constancy[d] for i in infos)) if len(infos) > 1 else infos[0].constancy[d]
                      for d in range(rank)]
-            if name == "arith.cmpi" and op.attrs.get("_keyword") in ("slt", "ult", "sle", "ule", "sgt", "sge",
+            if name == "arith.cmpi" and op.attrs.get("predicate") in ("slt", "ult", "sle", "ule", "sgt", "sge",
                                                                        "ugt", "uge"):
                 # `range < n`: constant over aligned runs where the range is contiguous and n's divisibility
                 # keeps the boundary at a run edge

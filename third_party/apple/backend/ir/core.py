@@ -1,4 +1,5 @@
-"""Operations, values, blocks and regions of our TTGIR model, and the printer back to MLIR text."""
+"""Operations, values, blocks, regions, functions and modules of our TTGIR model (printed back to MLIR text
+by `printer.py`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -132,7 +133,3 @@ class Module:
     @property
     def num_warps(self) -> int:
         return int(self.attrs["ttg.num-warps"])
-
-    def __str__(self) -> str:
-        from .printer import print_module
-        return print_module(self)

@@ -22,6 +22,17 @@ class IRParseError(Exception):
 
 _VALUE_RE = re.compile(r"%[A-Za-z0-9_$.\-]+(?:#\d+)?")
 _REGION_MARK = "\x00R{}\x00"
+_STRING_RE = re.compile(r'"((?:[^"\\]|\\.)*)"')
+_PAIR_RE = re.compile(r"(?<![\w%#.])([A-Za-z_][A-Za-z0-9_]*) = ([A-Za-z0-9_.+\-]+)")
+
+# Bare keywords an op's custom assembly prints before its operands: the attribute each one is.
+_KEYWORD_ATTRS = {
+    "arith.cmpi": ("predicate", ), "arith.cmpf": ("predicate", ), "tt.get_program_id": ("axis", ),
+    "tt.get_num_programs": ("axis", ), "tt.atomic_rmw": ("atomic_rmw_op", "sem", "scope"),
+    "tt.atomic_cas": ("sem", "scope"), "ttg.barrier": ("address_space", ),
+}
+# String literals an op's custom assembly prints: the attribute each one is.
+_STRING_ATTRS = {"tt.print": ("prefix", ), "tt.assert": ("message", )}
 _REGION_RE = re.compile(r"\x00R(\d+)\x00")
 
 
@@ -625,15 +636,8 @@ class ModuleParser:
             s = grp.read_balanced()
             attrs.update(parse_attr_dict(s, self.aliases))
             head_wo_attrs = head_wo_attrs[:i] + " " + head_wo_attrs[grp.pos:]
-        words = head_wo_attrs.replace(",", " ").split()
-        leading = []
-        for w in words:
-            if w.startswith(("%", "(", "@", "\x00", "[", "{", "<")):
-                break
-            leading.append(w)
-        if leading:
-            attrs.setdefault("_keyword", leading[0])
-            attrs.setdefault("_words", leading)
+        if name != "arith.constant":
+            head_wo_attrs = self._custom_attributes(name, head_wo_attrs, attrs)
         m = re.search(r"@([A-Za-z0-9_$.]+)", head_wo_attrs)
         if m:
             attrs["callee"] = m.group(1)
@@ -644,6 +648,42 @@ class ModuleParser:
         results = self._define(result_names, result_types, loc)
         regions = [self._parse_region_at(p) for p in region_pos]
         return Op(name, operands, results, attrs, regions, loc, text)
+
+    def _custom_attributes(self, name: str, head: str, attrs: Dict[str, object]) -> str:
+        """Read the attributes an op's custom assembly prints outside attribute dictionaries — leading
+        keywords (`arith.cmpi slt, ...`), string literals (`tt.print " x: "`) and `key = value` pairs
+        (`rounding = rtz`) — into `attrs`; return the rest. A keyword or string the op is not known to print
+        is an error: silently dropping an attribute could change what the kernel computes."""
+        strings = []
+
+        def take_string(m):
+            strings.append(bytes(m.group(1), "utf-8").decode("unicode_escape"))
+            return " "
+
+        head = _STRING_RE.sub(take_string, head)
+        if strings:
+            keys = _STRING_ATTRS.get(name, ())
+            if len(strings) > len(keys):
+                raise IRParseError(f"{name}: unexpected string attribute(s) {strings[len(keys):]}")
+            attrs.update(zip(keys, strings))
+
+        def take_pair(m):
+            attrs[m.group(1)] = parse_attr_value(m.group(2), self.aliases)
+            return " "
+
+        head = _PAIR_RE.sub(take_pair, head)
+        words = [w for w in head.replace(",", " ").split() if w != ":"]  # `tt.print "p" : %a, %b`
+        leading = []
+        for w in words:
+            if w.startswith(("%", "(", "@", "\x00", "[", "{", "<")):
+                break
+            leading.append(w)
+        keys = _KEYWORD_ATTRS.get(name, ())
+        if len(leading) > len(keys):
+            raise IRParseError(f"{name}: unknown keyword(s) {leading[len(keys):]} in {head.strip()!r}; the apple "
+                               "backend's TTGIR reader does not know this form of the op")
+        attrs.update(zip(keys, leading))
+        return head
 
     def _split_types(self, body: str) -> Tuple[str, str]:
         i = find_top(body, " : ", last=True)
@@ -686,6 +726,9 @@ class ModuleParser:
         if not m:
             raise IRParseError(f"cannot parse scf.for header {body!r}")
         iv_name, lb, ub, step, rest = m.groups()
+        # `... : i32 <region> {tt.num_stages = 2 : i32}`: loop attributes print after the body
+        rest, _, after = _REGION_RE.split(rest, 1)
+        attrs = parse_attr_dict(after.strip(), self.aliases) if after.strip() else {}
         inits, iter_names, iter_types = [], [], []
         ia = rest.find("iter_args(")
         if ia >= 0:
@@ -700,8 +743,7 @@ class ModuleParser:
             colon = find_top(rest, " : ", last=True)
             iter_types = self.types.parse_list(rest[arrow + 2:colon if colon > arrow else None])
         colon = find_top(rest, " : ", last=True)
-        iv_type = self.types.parse(_REGION_RE.sub("", rest[colon + 3:]).strip()) if colon >= 0 else ScalarType(
-            "index")
+        iv_type = self.types.parse(rest[colon + 3:].strip()) if colon >= 0 else ScalarType("index")
         operands = [self._value(lb), self._value(ub), self._value(step)] + inits
         iv = Value(iv_name[1:], iv_type, None, 0, loc)
         self.values[iv.name] = iv
@@ -712,10 +754,6 @@ class ModuleParser:
             iter_args.append(v)
         region = self._parse_region_at(region_pos[0], [iv] + iter_args)
         results = self._define(result_names, [v.type for v in iter_args], loc)
-        attrs = {}
-        tail = rest[find_top(rest, "{"):] if "{" in _REGION_RE.sub("", rest) else ""
-        if tail.startswith("{"):
-            attrs = parse_attr_dict(_Scanner(tail).read_balanced(), self.aliases)
         return Op(name, operands, results, attrs, [region], loc, text)
 
     def _op_scf_if(self, name, result_names, body, region_pos, loc, text) -> Op:

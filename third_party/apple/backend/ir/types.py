@@ -219,9 +219,11 @@ F32 = ScalarType("f32")
 
 @dataclass(frozen=True)
 class AppleMmaEncoding(Encoding):
-    """The accumulator layout of Apple's 8x8 `simdgroup_matrix`, tiled over registers and simdgroups.
+    """The accumulator layout of Apple's 8x8 `simdgroup_matrix`, tiled over registers and simdgroups
+    (its linear layout: `layouts.mma_layout`).
 
-    Upstream's verifier cannot hold it (DESIGN §3, §9), so it exists only in our IR. Within one 8x8
+    Upstream's verifier rejects a dot whose operands' parent layout is not an upstream MMA layout, so this
+    encoding exists only in our IR. Within one 8x8
     fragment, lane `l` holds row `4*(l>>4) + ((l>>1)&3)` and columns `4*((l>>3)&1) + 2*(l&1) + j`,
     `j` in {0, 1} being element `j` of `thread_elements()`; this lowering depends on that mapping (the
     MSL spec leaves it unspecified; MLX and metal-flash-attention rely on the same one).
@@ -231,35 +233,3 @@ class AppleMmaEncoding(Encoding):
 
     def text(self) -> str:
         return f"#apple.mma<{{warpsPerCTA = {_ints(self.warps_per_cta)}}}>"
-
-    def linear_layout(self, shape: Tuple[int, ...], num_warps: int):
-        """The fragment tiling of an (.., M, N) tensor. Extents smaller than the tiling (e.g. the unit
-        dimension of a broadcast row) replicate lanes and warps and drop registers, as blocked layouts do."""
-        from ..layouts import LinearLayout
-        rank = len(shape)
-        m_dim, n_dim = rank - 2, rank - 1
-        wm, wn = self.warps_per_cta
-        full_m, full_n = max(shape[m_dim], 8 * wm), max(shape[n_dim], 8 * wn)
-        tile_m, tile_n = full_m // wm, full_n // wn
-        if tile_m % 8 or tile_n % 8:
-            raise ValueError(f"{self.text()} cannot tile shape {list(shape)}")
-
-        def at(dim: int, value: int) -> Tuple[int, ...]:
-            return tuple(value if d == dim else 0 for d in range(rank))
-
-        def fits(b: Tuple[int, ...]) -> bool:
-            return all(x < n for x, n in zip(b, shape))
-
-        zero = tuple(0 for _ in range(rank))
-        reg = [at(n_dim, 1)]
-        reg += [at(n_dim, 8 << i) for i in range((tile_n // 8).bit_length() - 1)]
-        reg += [at(m_dim, 8 << i) for i in range((tile_m // 8).bit_length() - 1)]
-        if rank == 3:
-            reg += [at(0, 1 << i) for i in range(shape[0].bit_length() - 1)]
-        lane = [at(n_dim, 2), at(m_dim, 1), at(m_dim, 2), at(n_dim, 4), at(m_dim, 4)]
-        warp = [at(n_dim, tile_n << i) for i in range(wn.bit_length() - 1)]
-        warp += [at(m_dim, tile_m << i) for i in range(wm.bit_length() - 1)]
-        while len(warp) < num_warps.bit_length() - 1:
-            warp.append(zero)  # more simdgroups than tiles: replicas
-        return LinearLayout(tuple(shape), tuple(b for b in reg if fits(b)), tuple(b if fits(b) else zero for b in lane),
-                            tuple(b if fits(b) else zero for b in warp))

@@ -1,6 +1,5 @@
-"""TTGIR -> Metal Shading Language lowering, organised per op family (`*_ops.py`) and driven by the
-linear layouts of `..layouts`."""
-from .core import AppleCompilationError
-from .module import LoweredKernel, lower_module, lower_parsed_module
+"""TTGIR -> Metal Shading Language lowering, organised per op family (`*_ops.py`, listed in `module.py`) and
+driven by the linear layouts of `..layouts`."""
+from .module import BufferSlot, LoweredKernel, lower_module
 
-__all__ = ["AppleCompilationError", "LoweredKernel", "lower_module", "lower_parsed_module"]
+__all__ = ["BufferSlot", "LoweredKernel", "lower_module"]

@@ -13,8 +13,12 @@ from typing import List
 
 from ..ir import Op
 from ..ir.types import ScalarType
-from .core import FunctionEmitter, Lowered, elem_type, is_tensor, lowers
-from .tensor_ops import row_major_strides, index_expr
+from .emitter import FunctionEmitter, Lowered, elem_type, is_tensor
+from .msl_types import elem_bytes
+from .registry import OpFamily
+from .shared_memory import index_expr, row_major_strides
+
+FAMILY = OpFamily("atomic")
 
 _RMW = {
     "add": "atomic_fetch_add_explicit", "fadd": "atomic_fetch_add_explicit", "and": "atomic_fetch_and_explicit",
@@ -27,10 +31,7 @@ _FENCE = "atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, threa
 
 
 def _sem(op: Op) -> str:
-    for w in op.attrs.get("_words", []):
-        if w in ("relaxed", "acquire", "release", "acq_rel", "monotonic"):
-            return w
-    return str(op.attrs.get("sem", "acq_rel")).split()[-1]
+    return str(op.attrs.get("sem", "acq_rel"))
 
 
 def _atomic_type(em: FunctionEmitter, op: Op, kind: str, ty: ScalarType) -> tuple:
@@ -38,15 +39,15 @@ def _atomic_type(em: FunctionEmitter, op: Op, kind: str, ty: ScalarType) -> tupl
     if ty.name == "f32":
         if kind in ("fadd", "exch", "xchg"):
             return "atomic_float", "float"
-        raise em.error(f"atomic {kind} on float32 is not supported by Metal")
+        raise em.unsupported(f"atomic {kind} on float32 is not supported by Metal")
     if ty.name in ("i32", ):
         if kind in _UNSIGNED:
             return "atomic_uint", "uint"
         return "atomic_int", "int"
     if ty.name in ("f16", "bf16"):
-        raise em.error(f"atomic {kind} on {ty.name} is not supported: Metal has no 16-bit atomics; "
+        raise em.unsupported(f"atomic {kind} on {ty.name} is not supported: Metal has no 16-bit atomics; "
                        "accumulate in float32 instead")
-    raise em.error(f"atomic {kind} on {ty.name} is not supported: Metal atomics are 32-bit "
+    raise em.unsupported(f"atomic {kind} on {ty.name} is not supported: Metal atomics are 32-bit "
                    "(64-bit atomics exist only as ulong min/max on Apple9 and are not used yet)")
 
 
@@ -64,27 +65,23 @@ def _emit_per_owned_element(em: FunctionEmitter, op: Op, body) -> List[Lowered]:
     replicated = em.owner_predicate(lay) or (lay.free_reg_mask() if lay else 0)
     if used and replicated:
         ty = res.type
-        ct = out.ctype
         numel = ty.numel if tensor else 1
-        offset = em.ctx.scratch_offset(op, numel * em.ctx.elem_bytes(elem_type(res)))
-        buf = em.temp("atomic_smem")
-        em.emit("threadgroup_barrier(mem_flags::mem_threadgroup);")
-        em.emit(f"threadgroup {ct}* {buf} = (threadgroup {ct}*)(tt_smem + {offset});")
+        buf = em.scratch(op, [(out.ctype, numel * elem_bytes(elem_type(res)))], "atomic_smem")[0]
         strides = row_major_strides(ty.shape) if tensor else []
         with em.owned_regs(lay) as r:
             em.emit(f"{buf}[{index_expr(em, lay, r, strides) if tensor else '0'}] = {out.at(r)};")
-        em.emit("threadgroup_barrier(mem_flags::mem_threadgroup);")
+        em.barrier()
         with em.for_regs(R) as r:
             idx = index_expr(em, lay, r, strides) if tensor else "0"
             em.emit(f"{out.at(r)} = {buf}[{idx}];")
     return out
 
 
-@lowers("tt.atomic_rmw")
+@FAMILY.lowers("tt.atomic_rmw")
 def _atomic_rmw(em: FunctionEmitter, op: Op) -> None:
-    kind = op.attrs.get("_keyword", "")
+    kind = op.attrs["atomic_rmw_op"]
     if kind not in _RMW:
-        raise em.error(f"atomic operation {kind!r} is not supported")
+        raise em.unsupported(f"atomic operation {kind!r} is not supported")
     ty = elem_type(op.operands[1])
     atype, vtype = _atomic_type(em, op, kind, ty)
     ptr, val = em.get(op.operands[0]), em.get(op.operands[1])
@@ -105,8 +102,7 @@ def _atomic_rmw(em: FunctionEmitter, op: Op) -> None:
             em.emit(f"{call};")
         if mask is not None:
             if out is not None:
-                em.close("} else {")
-                em.indent += 1
+                em.else_()
                 em.emit(f"{out.at(r)} = {out.ctype}(0);")
             em.close()
 
@@ -115,11 +111,11 @@ def _atomic_rmw(em: FunctionEmitter, op: Op) -> None:
         em.emit(_FENCE)
 
 
-@lowers("tt.atomic_cas")
+@FAMILY.lowers("tt.atomic_cas")
 def _atomic_cas(em: FunctionEmitter, op: Op) -> None:
     ty = elem_type(op.operands[1])
     if ty.name not in ("i32", "f32"):
-        raise em.error(f"atomic_cas on {ty.name} is not supported: Metal compare-and-swap is 32-bit")
+        raise em.unsupported(f"atomic_cas on {ty.name} is not supported: Metal compare-and-swap is 32-bit")
     ptr, cmp, val = (em.get(v) for v in op.operands[:3])
     sem = _sem(op)
     if sem in ("release", "acq_rel"):

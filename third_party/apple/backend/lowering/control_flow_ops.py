@@ -1,5 +1,5 @@
-"""Lowering of structured control flow and calls: `scf.for/if/while/yield/condition`, `tt.call`,
-`tt.return`, and barriers.
+"""Lowering of structured control flow and calls: `scf.for/if/while/yield/condition`, `tt.call` and
+`tt.return`.
 
 MSL has no goto, so every region maps onto a C block. Region results (loop-carried values, if results)
 are variables declared before the construct and assigned at its yield; yields go through temporaries
@@ -10,7 +10,11 @@ from __future__ import annotations
 from typing import List, Sequence
 
 from ..ir import Op, Value
-from .core import FunctionEmitter, Lowered, lowers
+from .context import CONTEXT_PARAMS, DEBUG_PARAM
+from .emitter import FunctionEmitter, Lowered
+from .registry import OpFamily
+
+FAMILY = OpFamily("control_flow")
 
 
 def declare_carried(em: FunctionEmitter, values: Sequence[Value], hints: Sequence[str] = ()) -> List[Lowered]:
@@ -55,14 +59,14 @@ def _lower_region_with_yield(em: FunctionEmitter, ops: Sequence[Op], targets: Se
     em.lower_block(body)
     if not has_yield:
         if targets:
-            raise em.error("region that produces values ends without scf.yield")
+            raise em.internal("region that produces values ends without scf.yield")
         return
     term = ops[-1]
     if targets:
         assign(em, targets, [em.get(v) for v in term.operands])
 
 
-@lowers("scf.for")
+@FAMILY.lowers("scf.for")
 def _for(em: FunctionEmitter, op: Op) -> None:
     lb, ub, step, *inits = [em.get(v) for v in op.operands]
     block = op.regions[0].entry
@@ -81,20 +85,19 @@ def _for(em: FunctionEmitter, op: Op) -> None:
         em.bind(res, c)
 
 
-@lowers("scf.if")
+@FAMILY.lowers("scf.if")
 def _if(em: FunctionEmitter, op: Op) -> None:
     cond = em.get(op.operands[0])
     results = declare_carried(em, op.results)
     em.open(f"if ({cond.name})")
     _lower_region_with_yield(em, op.regions[0].entry.ops, results)
     if len(op.regions) > 1 and op.regions[1].blocks and op.regions[1].entry.ops:
-        em.close("} else {")
-        em.indent += 1
+        em.else_()
         _lower_region_with_yield(em, op.regions[1].entry.ops, results)
     em.close()
 
 
-@lowers("scf.while")
+@FAMILY.lowers("scf.while")
 def _while(em: FunctionEmitter, op: Op) -> None:
     before, after = op.regions
     inits = [em.get(v) for v in op.operands]
@@ -118,20 +121,14 @@ def _while(em: FunctionEmitter, op: Op) -> None:
     em.close()
 
 
-@lowers("gpu.barrier")
-def _barrier(em: FunctionEmitter, op: Op) -> None:
-    em.emit("threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);")
-
-
-@lowers("tt.return")
+@FAMILY.lowers("tt.return")
 def _return(em: FunctionEmitter, op: Op) -> None:
-    outs = getattr(em, "out_params", None)
     if op.operands:
-        assign(em, outs, [em.get(v) for v in op.operands])
+        assign(em, em.out_params, [em.get(v) for v in op.operands])
     em.emit("return;")
 
 
-@lowers("tt.call")
+@FAMILY.lowers("tt.call")
 def _call(em: FunctionEmitter, op: Op) -> None:
     callee = em.ctx.module.function(op.attrs["callee"])
     name = em.ctx.function_name(callee)
@@ -148,7 +145,5 @@ def _call(em: FunctionEmitter, op: Op) -> None:
         else:
             arg_text.append(a.name)
     arg_text += [r.name for r in results]
-    arg_text += ["tt_smem", "tt_lane", "tt_warp", "tt_tid", "tt_pid", "tt_nprog"]
-    if em.ctx.has_debug:
-        arg_text.append("tt_debug")
+    arg_text += [name for _, name in CONTEXT_PARAMS + ([DEBUG_PARAM] if em.ctx.has_debug else [])]
     em.emit(f"{name}({', '.join(arg_text)});")

@@ -3,22 +3,21 @@
 Metal has no printf, so a kernel that prints or asserts gets one more buffer, `tt_debug`, after its
 arguments. Each printed element (and each failing assertion) appends a record there through an atomic
 cursor; the launcher decodes the records after the launch and prints them, or raises for assertions.
-Record layout, in 32-bit words: [length, format id, pid.x, pid.y, pid.z, element index, 2 words per value].
-The formats (prefix, value types, source line) travel in the kernel metadata.
+The record layout is defined in `debug_buffer.py`, which both sides import. The formats (prefix, value
+types, source line) travel in the kernel metadata.
 """
 from __future__ import annotations
 
-import re
 from typing import List
 
+from ..debug_buffer import BUFFER_WORDS, HEADER_WORDS
 from ..ir import Op
 from ..ir.types import TensorType
-from .core import FunctionEmitter, elem_type, lowers
-from .tensor_ops import index_expr, row_major_strides
+from .emitter import FunctionEmitter, elem_type
+from .registry import OpFamily
+from .shared_memory import index_expr, row_major_strides
 
-DEBUG_BUFFER_WORDS = 1 << 16
-HEADER_WORDS = 6
-_STRING = re.compile(r'"((?:[^"\\]|\\.)*)"')
+FAMILY = OpFamily("debug")
 
 
 def _value_words(em: FunctionEmitter, ty, expr: str) -> List[str]:
@@ -38,7 +37,7 @@ def _emit_record(em: FunctionEmitter, fmt_id: int, index: str, words: List[str])
     pos = em.temp("dbg_pos")
     em.emit(f"const uint {pos} = atomic_fetch_add_explicit((device atomic_uint*)tt_debug, {n}u, "
             "memory_order_relaxed) + 1u;")
-    em.open(f"if ({pos} + {n}u <= {DEBUG_BUFFER_WORDS}u)")
+    em.open(f"if ({pos} + {n}u <= {BUFFER_WORDS}u)")
     header = [str(n) + "u", f"{fmt_id}u", "tt_pid.x", "tt_pid.y", "tt_pid.z", f"uint({index})"]
     for i, w in enumerate(header + words):
         em.emit(f"tt_debug[{pos} + {i}u] = {w};")
@@ -53,10 +52,9 @@ def _for_each_owned_element(em: FunctionEmitter, values, body) -> None:
         body(r, index_expr(em, lay, r, row_major_strides(tensors[0].type.shape)) if tensors else "0")
 
 
-@lowers("tt.print")
+@FAMILY.lowers("tt.print")
 def _print(em: FunctionEmitter, op: Op) -> None:
-    m = _STRING.search(op.text)
-    prefix = bytes(m.group(1), "utf-8").decode("unicode_escape") if m else ""
+    prefix = str(op.attrs.get("prefix", ""))
     signed = list(op.attrs.get("isSigned", []))
     shape = list(op.operands[0].type.shape) if op.operands and isinstance(op.operands[0].type, TensorType) else []
     fmt_id = em.ctx.add_debug_format({
@@ -75,10 +73,9 @@ def _print(em: FunctionEmitter, op: Op) -> None:
     _for_each_owned_element(em, op.operands, body)
 
 
-@lowers("tt.assert")
+@FAMILY.lowers("tt.assert")
 def _assert(em: FunctionEmitter, op: Op) -> None:
-    m = _STRING.search(op.text)
-    message = bytes(m.group(1), "utf-8").decode("unicode_escape") if m else "assertion failed"
+    message = str(op.attrs.get("message", "")) or "assertion failed"
     cond_v = op.operands[0]
     shape = list(cond_v.type.shape) if isinstance(cond_v.type, TensorType) else []
     fmt_id = em.ctx.add_debug_format({

@@ -20,7 +20,12 @@ from typing import List
 from ..ir import Op
 from ..ir.types import AppleMmaEncoding, DotOperandEncoding, MemDescType, TensorType
 from ..layouts import LinearLayout
-from .core import FunctionEmitter, elem_type, linear_expr, lowers
+from .emitter import FunctionEmitter, elem_type, linear_expr
+from .msl_types import elem_bytes
+from .registry import OpFamily
+from .shared_memory import row_major_strides, store_registers
+
+FAMILY = OpFamily("dot")
 
 
 def _reg_index(lay: LinearLayout, coord) -> int:
@@ -30,7 +35,7 @@ def _reg_index(lay: LinearLayout, coord) -> int:
     raise KeyError(coord)
 
 
-@lowers("tt.dot")
+@FAMILY.lowers("tt.dot")
 def _dot(em: FunctionEmitter, op: Op) -> None:
     if isinstance(op.result.type.encoding, AppleMmaEncoding):
         _dot_simdgroup(em, op)
@@ -42,7 +47,6 @@ _FRAGMENT = {"f16": "half", "bf16": "bfloat", "f32": "float"}
 
 
 def _dot_simdgroup(em: FunctionEmitter, op: Op) -> None:
-    from .tensor_ops import row_major_strides, store_registers
     a_v, b_v, c_v = op.operands[:3]
     res_ty: TensorType = op.result.type
     enc: AppleMmaEncoding = res_ty.encoding
@@ -57,22 +61,16 @@ def _dot_simdgroup(em: FunctionEmitter, op: Op) -> None:
     lay = em.layout(res_ty)
     # 1. operands in threadgroup memory, row-major: shared buffers as they are, registers staged
     staged = [v for v in (a_v, b_v) if not isinstance(v.type, MemDescType)]
-    sizes = {id(v): (v.type.numel * em.ctx.elem_bytes(elem_type(v)) + 15) // 16 * 16 for v in staged}
-    base = em.ctx.scratch_offset(op, sum(sizes.values())) if staged else 0
-    bufs = {}
+    views = em.scratch(op, [(in_t, v.type.numel * elem_bytes(elem_type(v))) for v in staged],
+                       "operand_smem") if staged else []
+    bufs = {id(v): view for v, view in zip(staged, views)}
+    for v in staged:
+        store_registers(em, em.get(v), bufs[id(v)], row_major_strides(v.type.shape))
     if staged:
-        em.emit("threadgroup_barrier(mem_flags::mem_threadgroup);")
+        em.barrier()
     for v in (a_v, b_v):
         if isinstance(v.type, MemDescType):
             bufs[id(v)] = em.get(v).name
-            continue
-        buf = em.temp("a_smem" if v is a_v else "b_smem")
-        em.emit(f"threadgroup {in_t}* {buf} = (threadgroup {in_t}*)(tt_smem + {base});")
-        base += sizes[id(v)]
-        store_registers(em, em.get(v), buf, row_major_strides(v.type.shape))
-        bufs[id(v)] = buf
-    if staged:
-        em.emit("threadgroup_barrier(mem_flags::mem_threadgroup);")
     a_s, b_s = bufs[id(a_v)], bufs[id(b_v)]
     # 2. this simdgroup's tile origin
     wrow, wcol = em.temp("warp_row"), em.temp("warp_col")
@@ -83,34 +81,35 @@ def _dot_simdgroup(em: FunctionEmitter, op: Op) -> None:
     nfrag = fm * fn_
     log_fn = fn_.bit_length() - 1
     frag_reg = lambda f: f"(((({f}) % {fn_}) << 1) | ((({f}) / {fn_}) << {1 + log_fn}))"  # noqa: E731
-    em.open(f"for (uint bt = 0; bt < {batch}; ++bt)")
-    breg = f"(bt << {1 + log_fn + (fm.bit_length() - 1)})" if batch > 1 else "0"
+    bt, f, kk, i, j = (em.loop_var(n) for n in ("bt", "f", "kk", "i", "j"))
+    em.open(f"for (uint {bt} = 0; {bt} < {batch}; ++{bt})")
+    breg = f"({bt} << {1 + log_fn + (fm.bit_length() - 1)})" if batch > 1 else "0"
     acc = em.temp("acc_frag")
     em.emit(f"simdgroup_matrix<{acc_t}, 8, 8> {acc}[{nfrag}];")
-    em.open(f"for (uint f = 0; f < {nfrag}; ++f)")
-    for j in range(2):
-        reg = f"{breg} | {frag_reg('f')} | {j}"
-        em.emit(f"{acc}[f].thread_elements()[{j}] = {acc_t}({c.at(reg)});")
+    em.open(f"for (uint {f} = 0; {f} < {nfrag}; ++{f})")
+    for e in range(2):
+        em.emit(f"{acc}[{f}].thread_elements()[{e}] = {acc_t}({c.at(f'{breg} | {frag_reg(f)} | {e}')});")
     em.close()
-    em.open(f"for (uint kk = 0; kk < {K // 8}; ++kk)")
+    em.open(f"for (uint {kk} = 0; {kk} < {K // 8}; ++{kk})")
     af, bf = em.temp("a_frag"), em.temp("b_frag")
     em.emit(f"simdgroup_matrix<{in_t}, 8, 8> {af}[{fm}];")
     em.emit(f"simdgroup_matrix<{in_t}, 8, 8> {bf}[{fn_}];")
-    em.open(f"for (uint i = 0; i < {fm}; ++i)")
-    em.emit(f"simdgroup_load({af}[i], {a_s} + bt * {M * K} + ({wrow} + 8 * i) * {K} + 8 * kk, {K});")
+    em.open(f"for (uint {i} = 0; {i} < {fm}; ++{i})")
+    em.emit(f"simdgroup_load({af}[{i}], {a_s} + {bt} * {M * K} + ({wrow} + 8 * {i}) * {K} + 8 * {kk}, {K});")
     em.close()
-    em.open(f"for (uint j = 0; j < {fn_}; ++j)")
-    em.emit(f"simdgroup_load({bf}[j], {b_s} + bt * {K * N} + 8 * kk * {N} + {wcol} + 8 * j, {N});")
+    em.open(f"for (uint {j} = 0; {j} < {fn_}; ++{j})")
+    em.emit(f"simdgroup_load({bf}[{j}], {b_s} + {bt} * {K * N} + 8 * {kk} * {N} + {wcol} + 8 * {j}, {N});")
     em.close()
-    em.open(f"for (uint i = 0; i < {fm}; ++i)")
-    em.open(f"for (uint j = 0; j < {fn_}; ++j)")
-    em.emit(f"simdgroup_multiply_accumulate({acc}[i * {fn_} + j], {af}[i], {bf}[j], {acc}[i * {fn_} + j]);")
+    em.open(f"for (uint {i} = 0; {i} < {fm}; ++{i})")
+    em.open(f"for (uint {j} = 0; {j} < {fn_}; ++{j})")
+    em.emit(f"simdgroup_multiply_accumulate({acc}[{i} * {fn_} + {j}], {af}[{i}], {bf}[{j}], "
+            f"{acc}[{i} * {fn_} + {j}]);")
     em.close()
     em.close()
     em.close()
-    em.open(f"for (uint f = 0; f < {nfrag}; ++f)")
-    for j in range(2):
-        em.emit(f"{out.name}[{breg} | {frag_reg('f')} | {j}] = {out.ctype}({acc}[f].thread_elements()[{j}]);")
+    em.open(f"for (uint {f} = 0; {f} < {nfrag}; ++{f})")
+    for e in range(2):
+        em.emit(f"{out.name}[{breg} | {frag_reg(f)} | {e}] = {out.ctype}({acc}[{f}].thread_elements()[{e}]);")
     em.close()
     em.close()
 
@@ -123,8 +122,8 @@ def _dot_fma(em: FunctionEmitter, op: Op) -> None:
     for v, idx in ((a_v, 0), (b_v, 1)):
         enc = v.type.encoding
         if not (isinstance(enc, DotOperandEncoding) and enc.op_idx == idx and enc.parent == c_ty.encoding):
-            raise em.error(f"dot operand {idx} has layout {enc}; the FMA path needs a dot operand layout whose "
-                           "parent is the result's layout")
+            raise em.unsupported(f"dot operand {idx} has layout {enc}; the FMA path needs a dot operand layout "
+                                 "whose parent is the result's layout")
     a, b, c = (em.get(v) for v in (a_v, b_v, c_v))
     la, lb, lc = em.layout(a_ty), em.layout(b_ty), em.layout(c_ty)
     rank = len(c_ty.shape)
@@ -150,9 +149,10 @@ def _dot_fma(em: FunctionEmitter, op: Op) -> None:
         rb = linear_expr(r, b_map) if out.regs > 1 else "0"
         acc = em.temp("acc")
         em.emit(f"{work} {acc} = {work}({c.at(r)});")
-        em.open(f"for (uint k = 0; k < {K}; ++k)")
-        ia = f"({ra}) ^ ({linear_expr('k', a_k)})" if K > 1 else ra
-        ib = f"({rb}) ^ ({linear_expr('k', b_k)})" if K > 1 else rb
+        k = em.loop_var("k")
+        em.open(f"for (uint {k} = 0; {k} < {K}; ++{k})")
+        ia = f"({ra}) ^ ({linear_expr(k, a_k)})" if K > 1 else ra
+        ib = f"({rb}) ^ ({linear_expr(k, b_k)})" if K > 1 else rb
         if integer:
             em.emit(f"{acc} = {acc} + int({a.at(ia)}) * int({b.at(ib)});")
         elif acc_t.name == "f32":
@@ -163,7 +163,7 @@ def _dot_fma(em: FunctionEmitter, op: Op) -> None:
         em.emit(f"{out.at(r)} = {out.ctype}({acc});")
 
 
-@lowers("tt.dot_scaled")
+@FAMILY.lowers("tt.dot_scaled")
 def _dot_scaled(em: FunctionEmitter, op: Op) -> None:
-    raise em.error("tl.dot_scaled is not supported: Apple GPUs have no block-scaled (microscaling) matrix "
+    raise em.unsupported("tl.dot_scaled is not supported: Apple GPUs have no block-scaled (microscaling) matrix "
                    "instructions. Dequantize the operands (e.g. to float16) and use tl.dot")

@@ -11,8 +11,11 @@ from typing import Callable, List
 
 from ..ir import Op
 from ..ir.types import PointerType
-from .core import FunctionEmitter, Lowered, elem_type, is_tensor, lowers, unsigned_type
-from .helpers import require
+from .emitter import FunctionEmitter, elem_type, is_tensor
+from .msl_types import unsigned_type
+from .registry import OpFamily
+
+FAMILY = OpFamily("elementwise")
 
 
 def elementwise(em: FunctionEmitter, op: Op, make: Callable[[List[str]], str]) -> None:
@@ -20,11 +23,10 @@ def elementwise(em: FunctionEmitter, op: Op, make: Callable[[List[str]], str]) -
     ins = [em.get(v) for v in op.operands]
     res = op.result
     if not is_tensor(res) or all(not i.is_tensor or i.uniform for i in ins):
-        lay = em.layout(res.type)
         name = em.fresh(res.name)
         ct = em.ctype(res.type)
         em.emit(f"{ct} {name} = {make([i.at(0) for i in ins])};")
-        em.bind(res, Lowered(name, ct, lay.num_regs if lay else None, uniform=lay is not None, layout=lay))
+        em.scalar_or_splat(res, name, ct)
         return
     out = em.declare(res)
     with em.for_regs(out.regs) as r:
@@ -55,18 +57,18 @@ def _round_back(op: Op, expr: str) -> str:
 _FLOAT_BINARY = {"arith.addf": "+", "arith.subf": "-", "arith.mulf": "*", "arith.divf": "/"}
 
 
-@lowers(*_FLOAT_BINARY)
+@FAMILY.lowers(*_FLOAT_BINARY)
 def _float_binary(em: FunctionEmitter, op: Op) -> None:
     sym = _FLOAT_BINARY[op.name]
     elementwise(em, op, lambda a: _round_back(op, f"{_in_float(op, a[0])} {sym} {_in_float(op, a[1], 1)}"))
 
 
-@lowers("arith.remf")
+@FAMILY.lowers("arith.remf")
 def _remf(em: FunctionEmitter, op: Op) -> None:
     elementwise(em, op, lambda a: _round_back(op, f"fmod(float({a[0]}), float({a[1]}))"))
 
 
-@lowers("arith.negf")
+@FAMILY.lowers("arith.negf")
 def _negf(em: FunctionEmitter, op: Op) -> None:
     elementwise(em, op, lambda a: _round_back(op, f"-{_in_float(op, a[0])}"))
 
@@ -77,13 +79,13 @@ _MINMAX = {
 }
 
 
-@lowers(*_MINMAX)
+@FAMILY.lowers(*_MINMAX)
 def _float_minmax(em: FunctionEmitter, op: Op) -> None:
-    fn = require(em.ctx, _MINMAX[op.name])
+    fn = em.ctx.require(_MINMAX[op.name])
     elementwise(em, op, lambda a: _round_back(op, f"{fn}(float({a[0]}), float({a[1]}))"))
 
 
-@lowers("math.fma")
+@FAMILY.lowers("math.fma")
 def _fma(em: FunctionEmitter, op: Op) -> None:
     elementwise(em, op, lambda a: _round_back(op, f"fma(float({a[0]}), float({a[1]}), float({a[2]}))"))
 
@@ -94,7 +96,7 @@ _INT_BINARY = {"arith.addi": "+", "arith.subi": "-", "arith.muli": "*", "arith.a
                "arith.xori": "^"}
 
 
-@lowers(*_INT_BINARY)
+@FAMILY.lowers(*_INT_BINARY)
 def _int_binary(em: FunctionEmitter, op: Op) -> None:
     sym = _INT_BINARY[op.name]
     ty = elem_type(op.result)
@@ -114,9 +116,9 @@ def _int_binary(em: FunctionEmitter, op: Op) -> None:
 _DIVREM = {"arith.divsi": "tt_sdiv", "arith.remsi": "tt_srem", "arith.divui": "tt_udiv", "arith.remui": "tt_urem"}
 
 
-@lowers(*_DIVREM)
+@FAMILY.lowers(*_DIVREM)
 def _divrem(em: FunctionEmitter, op: Op) -> None:
-    fn = require(em.ctx, _DIVREM[op.name])
+    fn = em.ctx.require(_DIVREM[op.name])
     ty = elem_type(op.result)
     ct = em.ctype(ty)
     if op.name in ("arith.divui", "arith.remui"):
@@ -129,9 +131,9 @@ def _divrem(em: FunctionEmitter, op: Op) -> None:
 _SHIFTS = {"arith.shli": "tt_shl", "arith.shrui": "tt_lshr", "arith.shrsi": "tt_ashr"}
 
 
-@lowers(*_SHIFTS)
+@FAMILY.lowers(*_SHIFTS)
 def _shift(em: FunctionEmitter, op: Op) -> None:
-    fn = require(em.ctx, _SHIFTS[op.name])
+    fn = em.ctx.require(_SHIFTS[op.name])
     ty = elem_type(op.result)
     ct, ut = em.ctype(ty), unsigned_type(ty)
     if op.name == "arith.shrui":
@@ -144,7 +146,7 @@ _INT_MINMAX = {"arith.maxsi": (">", False), "arith.minsi": ("<", False), "arith.
                "arith.minui": ("<", True)}
 
 
-@lowers(*_INT_MINMAX)
+@FAMILY.lowers(*_INT_MINMAX)
 def _int_minmax(em: FunctionEmitter, op: Op) -> None:
     sym, unsigned = _INT_MINMAX[op.name]
     ty = elem_type(op.result)
@@ -155,7 +157,7 @@ def _int_minmax(em: FunctionEmitter, op: Op) -> None:
         elementwise(em, op, lambda a: f"({a[0]} {sym} {a[1]}) ? {a[0]} : {a[1]}")
 
 
-@lowers("math.absi")
+@FAMILY.lowers("math.absi")
 def _absi(em: FunctionEmitter, op: Op) -> None:
     ty = elem_type(op.result)
     ct, ut = em.ctype(ty), unsigned_type(ty)
@@ -168,9 +170,9 @@ _ICMP = {"eq": "==", "ne": "!=", "slt": "<", "sle": "<=", "sgt": ">", "sge": ">=
          "ugt": ">", "uge": ">="}
 
 
-@lowers("arith.cmpi")
+@FAMILY.lowers("arith.cmpi")
 def _cmpi(em: FunctionEmitter, op: Op) -> None:
-    pred = op.attrs["_keyword"]
+    pred = op.attrs["predicate"]
     sym = _ICMP[pred]
     ty = elem_type(op.operands[0])
     if pred.startswith("u") and ty.name != "i1":
@@ -202,13 +204,13 @@ def _fcmp(pred: str, a: str, b: str) -> str:
     raise KeyError(pred)
 
 
-@lowers("arith.cmpf")
+@FAMILY.lowers("arith.cmpf")
 def _cmpf(em: FunctionEmitter, op: Op) -> None:
-    pred = op.attrs["_keyword"]
+    pred = op.attrs["predicate"]
     elementwise(em, op, lambda a: _fcmp(pred, _in_float(op, a[0]), _in_float(op, a[1], 1)))
 
 
-@lowers("arith.select")
+@FAMILY.lowers("arith.select")
 def _select(em: FunctionEmitter, op: Op) -> None:
     elementwise(em, op, lambda a: f"{a[0]} ? {a[1]} : {a[2]}")
 
@@ -226,7 +228,7 @@ _UINT_LIMITS = {8: ("256.0f", "uchar(255)"), 16: ("65536.0f", "ushort(65535)"), 
                 64: ("18446744073709551616.0f", "ulong(~0ul)")}
 
 
-@lowers("arith.extsi", "arith.trunci", "arith.index_cast", "arith.index_castui")
+@FAMILY.lowers("arith.extsi", "arith.trunci", "arith.index_cast", "arith.index_castui")
 def _int_resize(em: FunctionEmitter, op: Op) -> None:
     src, dst = elem_type(op.operands[0]), elem_type(op.result)
     ct = em.ctype(dst)
@@ -238,7 +240,7 @@ def _int_resize(em: FunctionEmitter, op: Op) -> None:
         elementwise(em, op, lambda a: f"{ct}({a[0]})")
 
 
-@lowers("arith.extui")
+@FAMILY.lowers("arith.extui")
 def _extui(em: FunctionEmitter, op: Op) -> None:
     src, dst = elem_type(op.operands[0]), elem_type(op.result)
     ct = em.ctype(dst)
@@ -249,7 +251,7 @@ def _extui(em: FunctionEmitter, op: Op) -> None:
         elementwise(em, op, lambda a: f"{ct}({ut}({a[0]}))")
 
 
-@lowers("arith.sitofp", "arith.uitofp")
+@FAMILY.lowers("arith.sitofp", "arith.uitofp")
 def _itofp(em: FunctionEmitter, op: Op) -> None:
     src, dst = elem_type(op.operands[0]), elem_type(op.result)
     ct = em.ctype(dst)
@@ -263,7 +265,7 @@ def _itofp(em: FunctionEmitter, op: Op) -> None:
         elementwise(em, op, lambda a: f"{ct}(float({a[0]}))" if dst.name == "bf16" else f"{ct}({a[0]})")
 
 
-@lowers("arith.fptosi", "arith.fptoui")
+@FAMILY.lowers("arith.fptosi", "arith.fptoui")
 def _fptoi(em: FunctionEmitter, op: Op) -> None:
     dst = elem_type(op.result)
     ct = em.ctype(dst)
@@ -272,11 +274,11 @@ def _fptoi(em: FunctionEmitter, op: Op) -> None:
         return
     bits = dst.bitwidth
     if op.name == "arith.fptosi":
-        fn = require(em.ctx, "tt_fptosi")
+        fn = em.ctx.require("tt_fptosi")
         lo, hi, imin, imax = _INT_LIMITS[bits]
         elementwise(em, op, lambda a: f"{fn}<{ct}>(float({a[0]}), {lo}, {hi}, {imin}, {imax})")
     else:
-        fn = require(em.ctx, "tt_fptoui")
+        fn = em.ctx.require("tt_fptoui")
         ut = unsigned_type(dst)
         hi, imax = _UINT_LIMITS[bits]
         elementwise(em, op, lambda a: f"{ct}({fn}<{ut}>(float({a[0]}), {hi}, {imax}))")
@@ -286,7 +288,7 @@ def _fptoi(em: FunctionEmitter, op: Op) -> None:
 FP8_FORMATS = {"f8E5M2": (2, 15, "57344.0f", "uchar(0x7F)", True), "f8E4M3FN": (3, 7, "448.0f", "uchar(0x7F)", False)}
 
 
-@lowers("arith.extf", "arith.truncf", "tt.fp_to_fp")
+@FAMILY.lowers("arith.extf", "arith.truncf", "tt.fp_to_fp")
 def _fresize(em: FunctionEmitter, op: Op) -> None:
     """Float conversions. fp8 results round to nearest even and saturate to the largest finite value
     (Triton's behaviour on NVIDIA GPUs, `cvt.rn.satfinite`); NaN stays NaN."""
@@ -294,30 +296,30 @@ def _fresize(em: FunctionEmitter, op: Op) -> None:
     ct = em.ctype(dst)
     rounding = str(op.attrs.get("rounding", "rtne"))
     if "rtz" in rounding and dst.name in FP8_FORMATS:
-        raise em.error("round-toward-zero conversion to fp8 is not supported; use the default rounding")
+        raise em.unsupported("round-toward-zero conversion to fp8 is not supported; use the default rounding")
     if src.name in FP8_FORMATS or dst.name in FP8_FORMATS:
         if src.name in FP8_FORMATS:
             mbits, bias, _, _, has_inf = FP8_FORMATS[src.name]
-            fn = require(em.ctx, "tt_from_fp8")
+            fn = em.ctx.require("tt_from_fp8")
             widen = lambda a: f"{fn}({a}, {mbits}u, {bias}, {'true' if has_inf else 'false'})"  # noqa: E731
         else:
             widen = lambda a: f"float({a})"  # noqa: E731
         if dst.name in FP8_FORMATS:
             mbits, bias, maxv, nan, _ = FP8_FORMATS[dst.name]
-            fn = require(em.ctx, "tt_to_fp8")
+            fn = em.ctx.require("tt_to_fp8")
             elementwise(em, op, lambda a: f"{fn}({widen(a[0])}, {mbits}u, {bias}, {maxv}, {nan})")
         else:
             elementwise(em, op, lambda a: f"{ct}({widen(a[0])})")
         return
     if "rtz" in rounding and dst.name in ("f16", "bf16") and src.name == "f32":
-        raise em.error("round-toward-zero float conversion is not supported by the apple backend yet")
+        raise em.unsupported("round-toward-zero float conversion is not supported by the apple backend yet")
     if src.name == "bf16" and dst.name == "f16" or src.name == "f16" and dst.name == "bf16":
         elementwise(em, op, lambda a: f"{ct}(float({a[0]}))")
     else:
         elementwise(em, op, lambda a: f"{ct}({a[0]})")
 
 
-@lowers("arith.bitcast", "tt.bitcast")
+@FAMILY.lowers("arith.bitcast", "tt.bitcast")
 def _bitcast(em: FunctionEmitter, op: Op) -> None:
     src, dst = elem_type(op.operands[0]), elem_type(op.result)
     ct = em.ctype(dst)
@@ -339,66 +341,66 @@ _MATH_UNARY = {
 }
 
 
-@lowers(*_MATH_UNARY)
+@FAMILY.lowers(*_MATH_UNARY)
 def _math_unary(em: FunctionEmitter, op: Op) -> None:
     fn = _MATH_UNARY[op.name]
     if fn.startswith("tt_"):
-        raise em.error(f"{op.name} is not supported by the apple backend yet")
+        raise em.unsupported(f"{op.name} is not supported by the apple backend yet")
     # `precise::` keeps full float accuracy whatever math mode the Metal compiler is in.
     elementwise(em, op, lambda a: _round_back(op, f"precise::{fn}(float({a[0]}))"))
 
 
-@lowers("math.erf")
+@FAMILY.lowers("math.erf")
 def _erf(em: FunctionEmitter, op: Op) -> None:
     """Metal has no erf; `tt_erf` is our float implementation (max 4 ulp measured)."""
-    fn = require(em.ctx, "tt_erf")
+    fn = em.ctx.require("tt_erf")
     elementwise(em, op, lambda a: _round_back(op, f"{fn}(float({a[0]}))"))
 
 
-@lowers("tt.precise_sqrt")
+@FAMILY.lowers("tt.precise_sqrt")
 def _precise_sqrt(em: FunctionEmitter, op: Op) -> None:
     elementwise(em, op, lambda a: _round_back(op, f"precise::sqrt(float({a[0]}))"))
 
 
-@lowers("tt.precise_divf")
+@FAMILY.lowers("tt.precise_divf")
 def _precise_divf(em: FunctionEmitter, op: Op) -> None:
     elementwise(em, op, lambda a: _round_back(op, f"precise::divide(float({a[0]}), float({a[1]}))"))
 
 
-@lowers("math.copysign")
+@FAMILY.lowers("math.copysign")
 def _copysign(em: FunctionEmitter, op: Op) -> None:
     elementwise(em, op, lambda a: _round_back(op, f"copysign(float({a[0]}), float({a[1]}))"))
 
 
-@lowers("math.powf")
+@FAMILY.lowers("math.powf")
 def _powf(em: FunctionEmitter, op: Op) -> None:
     elementwise(em, op, lambda a: _round_back(op, f"precise::pow(float({a[0]}), float({a[1]}))"))
 
 
-@lowers("math.ctpop")
+@FAMILY.lowers("math.ctpop")
 def _ctpop(em: FunctionEmitter, op: Op) -> None:
     ct = em.ctype(elem_type(op.result))
     ut = unsigned_type(elem_type(op.result))
     elementwise(em, op, lambda a: f"{ct}(popcount({ut}({a[0]})))")
 
 
-@lowers("math.ctlz")
+@FAMILY.lowers("math.ctlz")
 def _ctlz(em: FunctionEmitter, op: Op) -> None:
     ct = em.ctype(elem_type(op.result))
     ut = unsigned_type(elem_type(op.result))
     elementwise(em, op, lambda a: f"{ct}(clz({ut}({a[0]})))")
 
 
-@lowers("tt.mulhiui")
+@FAMILY.lowers("tt.mulhiui")
 def _mulhiui(em: FunctionEmitter, op: Op) -> None:
     ty = elem_type(op.result)
     ct, ut = em.ctype(ty), unsigned_type(ty)
     elementwise(em, op, lambda a: f"{ct}(mulhi({ut}({a[0]}), {ut}({a[1]})))")
 
 
-@lowers("tt.clampf")
+@FAMILY.lowers("tt.clampf")
 def _clampf(em: FunctionEmitter, op: Op) -> None:
     propagate = "all" in str(op.attrs.get("propagateNan", ""))
-    fn = require(em.ctx, "tt_maximum" if propagate else "tt_maxnum")
-    fn2 = require(em.ctx, "tt_minimum" if propagate else "tt_minnum")
+    fn = em.ctx.require("tt_maximum" if propagate else "tt_maxnum")
+    fn2 = em.ctx.require("tt_minimum" if propagate else "tt_minnum")
     elementwise(em, op, lambda a: _round_back(op, f"{fn2}({fn}(float({a[0]}), float({a[1]})), float({a[2]}))"))

@@ -1,76 +1,30 @@
-"""Shared machinery of the TTGIR -> MSL lowering: MSL values, the per-function emitter, and the registry
-that maps each TTGIR op name to the function (in one of the `*_ops.py` modules) that lowers it.
+"""The per-function MSL emitter: how a TTGIR value looks in MSL (`Lowered`), names, and every MSL idiom the
+op lowerings use (blocks, register loops, owner guards, barriers, threadgroup-memory views and scratch).
 
 A distributed tensor lowers to one MSL array per thread, `T name[R]`, where R is the number of registers
 of its linear layout; register `r` of the calling thread holds the element at `layout.coord(r, lane, warp)`.
 A tensor known to hold one value in every register (a splat) stays a scalar and is read as such.
+
+Op lowerings read only what this module and `context.KernelContext` declare: the emitter's `ctx`, `axis`
+(axis info of the function) and `out_params` (a callee's result slots), and the methods below.
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tuple
 
+from ..errors import UnsupportedFeatureError
 from ..ir import Op, Value
-from ..ir.core import Location
-from ..ir.types import MemDescType, PointerType, ScalarType, TensorType, Type
-from ..layouts import LinearLayout, LayoutService, bit_runs
+from ..ir.types import MemDescType, TensorType, Type
+from ..layouts import LinearLayout, bit_runs
+from .msl_types import is_reserved, msl_type
 
+if TYPE_CHECKING:
+    from ..analysis.axis_info import AxisInfoAnalysis
+    from .context import KernelContext
 
-class AppleCompilationError(Exception):
-    """A kernel the apple backend cannot compile; the message names the kernel, the op and the source line."""
-
-
-MSL_SCALAR = {
-    "i1": "bool", "i8": "char", "i16": "short", "i32": "int", "i64": "long", "f16": "half", "bf16": "bfloat",
-    "f32": "float", "index": "long", "f8E4M3FN": "uchar", "f8E5M2": "uchar"
-}
-MSL_UNSIGNED = {"i1": "bool", "i8": "uchar", "i16": "ushort", "i32": "uint", "i64": "ulong", "index": "ulong"}
-
-# Identifiers the MSL compiler reserves (or that our prelude uses) and so cannot name a value.
-_RESERVED = set("""
-alignas alignof and asm auto bool break case catch char class const constexpr continue default delete do double
-else enum explicit extern false float for friend goto if inline int long mutable namespace new noexcept not nullptr
-operator or private protected public register return short signed sizeof static struct switch template this
-throw true try typedef typeid typename union unsigned using virtual void volatile while xor half bfloat uint uchar
-ushort ulong kernel device threadgroup constant thread vertex fragment metal sampler texture array vec uniform
-min max abs clamp select fma exp log sqrt sin cos tan pow isnan isinf signbit floor ceil round trunc
-main vertex fragment object mesh visible size_t ptrdiff_t int8_t int16_t int32_t int64_t uint8_t uint16_t
-uint32_t uint64_t float2 float3 float4 half2 half3 half4 int2 int3 int4 uint2 uint3 uint4 bool2 bool4 NAN INFINITY
-""".split())
-
-
-def msl_function_name(name: str) -> str:
-    """A Triton function name as an MSL identifier: names MSL reserves (`kernel`, `half`, `main`, ...)
-    get a trailing underscore."""
-    if name in _RESERVED or name.startswith("tt_") or name.startswith("__"):
-        return name.lstrip("_") + "_"
-    return name
-
-
-def msl_type(ty: Type, where: str = "", demote_f64: bool = False) -> str:
-    """The MSL spelling of a scalar or pointer type (for tensors: of their element)."""
-    if isinstance(ty, TensorType):
-        ty = ty.element
-    if isinstance(ty, PointerType):
-        if ty.pointee == ScalarType("f64"):
-            raise AppleCompilationError(f"{where}float64 tensors are not supported: Metal has no double type. "
-                                        "Convert the tensor to float32 on the host")
-        return f"device {msl_type(ty.pointee, where)}*"
-    if isinstance(ty, ScalarType):
-        if ty.name == "f64" and demote_f64:
-            return "float"
-        if ty.name == "f64":
-            raise AppleCompilationError(
-                f"{where}float64 is not supported: Metal has no double type. Cast to float32 in the kernel "
-                "(e.g. `x.to(tl.float32)`) before this point")
-        if ty.name in MSL_SCALAR:
-            return MSL_SCALAR[ty.name]
-    raise AppleCompilationError(f"{where}type {ty} has no Metal equivalent")
-
-
-def unsigned_type(ty: Type) -> str:
-    return MSL_UNSIGNED[ty.scalar.name]
+BARRIER = "threadgroup_barrier(mem_flags::mem_threadgroup);"
 
 
 @dataclass
@@ -108,75 +62,61 @@ def linear_expr(var: str, values: Sequence[int]) -> str:
     return " ^ ".join(terms)
 
 
-_LOWERINGS: Dict[str, Callable[["FunctionEmitter", Op], None]] = {}
+def is_tensor(v: Value) -> bool:
+    return isinstance(v.type, TensorType)
 
 
-def lowers(*names: str):
-    """Register the decorated function as the lowering of the named TTGIR ops."""
-
-    def deco(fn):
-        for n in names:
-            _LOWERINGS[n] = fn
-        return fn
-
-    return deco
+def elem_type(v: Value) -> Type:
+    return v.type.element if isinstance(v.type, (TensorType, MemDescType)) else v.type
 
 
-def lowering_for(name: str):
-    return _LOWERINGS.get(name)
+def _identifier(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_]", "_", text) or "v"
 
 
-class KernelContext:
-    """State shared by every function of one module: options, layouts, shared memory and MSL helpers."""
-
-    def __init__(self, module, options, layouts: LayoutService):
-        self.module = module
-        self.options = options
-        self.layouts = layouts
-        self.kernel_name = module.kernel.name
-        self.helpers: List[str] = []  # MSL function definitions emitted before the kernel
-        self.helper_names: set = set()
-        self.uses_smem = False
-        self.extra_scratch = 0  # bytes of our own scratch beyond upstream's allocation
-        self.upstream_shared = int(module.attrs.get("ttg.shared", 0))
-        self.line_map: List[tuple] = []  # (msl line index in body, Location, op name)
-        self.used_values: set = set()  # ids of values that some op reads
-        self.has_debug = False
-        self.demote_f64 = bool(getattr(options, "allow_fp64_demotion", False))
-
-    def add_helper(self, name: str, text: str) -> None:
-        if name not in self.helper_names:
-            self.helper_names.add(name)
-            self.helpers.append(text)
-
-    def error(self, msg: str, op: Optional[Op] = None, loc: Optional[Location] = None) -> AppleCompilationError:
-        loc = loc or (op.loc if op is not None else None)
-        where = f"\n  at {loc}" if loc is not None and loc.file else ""
-        what = f" (op {op.name})" if op is not None else ""
-        return AppleCompilationError(f"apple backend: kernel '{self.kernel_name}'{what}: {msg}{where}")
+# Names the emitter generates for its own temporaries and loop counters start with this prefix, which
+# user-derived names never get (see `fresh`), so the two can never collide.
+_TEMP_PREFIX = "t_"
 
 
 class FunctionEmitter:
     """Emits the body of one MSL function from one TTGIR function."""
 
-    def __init__(self, ctx: KernelContext):
+    def __init__(self, ctx: "KernelContext", axis: Optional["AxisInfoAnalysis"] = None,
+                 out_params: Sequence[Lowered] = ()):
         self.ctx = ctx
+        self.axis = axis  # axis info of the function being lowered (None: no vectorisation)
+        self.out_params = list(out_params)  # where `tt.return` stores a callee's results
         self.lines: List[str] = []
         self.indent = 1
         self.values: Dict[int, Lowered] = {}
         self.names: set = set()
         self.current_op: Optional[Op] = None
+        self.op_lines: List[Tuple[int, Op]] = []  # (index in `lines`, op whose code starts there)
         self._counter = 0
-        self.axis = None  # AxisInfoAnalysis of the function being lowered
 
     # -- names and values ------------------------------------------------------------------------
 
     def fresh(self, hint: str) -> str:
-        base = re.sub(r"[^A-Za-z0-9_]", "_", hint) or "v"
+        """A new MSL identifier derived from `hint` (a TTGIR value name): never a reserved word, never one
+        of the emitter's own temporaries (`t_...`, `tt_...`), never a name already used in this function."""
+        base = _identifier(hint)
         if base[0].isdigit():
             base = "v" + base
-        if base in _RESERVED or base.startswith("tt_") or base.startswith("__"):
+        if is_reserved(base) or base.startswith(("t_", "tt_", "__")):
             base = base.lstrip("_") + "_"
+        return self._unique(base)
+
+    def temp(self, hint: str = "t") -> str:
+        """A new identifier for a temporary of the emitter's own."""
+        self._counter += 1
+        return self._unique(f"{_TEMP_PREFIX}{_identifier(hint)}{self._counter}")
+
+    def loop_var(self, hint: str) -> str:
+        """A new identifier for a loop counter."""
+        return self._unique(f"{_TEMP_PREFIX}{_identifier(hint)}")
+
+    def _unique(self, base: str) -> str:
         name, k = base, 1
         while name in self.names:
             name = f"{base}_{k}"
@@ -184,15 +124,11 @@ class FunctionEmitter:
         self.names.add(name)
         return name
 
-    def temp(self, hint: str = "t") -> str:
-        self._counter += 1
-        return self.fresh(f"{hint}{self._counter}")
-
     def get(self, v: Value) -> Lowered:
         try:
             return self.values[id(v)]
         except KeyError:
-            raise self.error(f"value %{v.name} is used before the lowering defined it") from None
+            raise self.internal(f"value %{v.name} is used before the lowering defined it") from None
 
     def bind(self, v: Value, lowered: Lowered) -> Lowered:
         self.values[id(v)] = lowered
@@ -203,17 +139,14 @@ class FunctionEmitter:
             try:
                 return self.ctx.layouts.of(ty)
             except NotImplementedError as e:
-                raise self.error(str(e)) from None
+                raise self.unsupported(str(e)) from None
         return None
 
     def ctype(self, ty: Type) -> str:
-        where = ""
-        if self.current_op is not None:
-            where = f"value of type {ty}: "
         try:
-            return msl_type(ty, where, self.ctx.demote_f64)
-        except AppleCompilationError as e:
-            raise self.error(str(e)) from None
+            return msl_type(ty, self.ctx.demote_f64)
+        except UnsupportedFeatureError as e:
+            raise self.unsupported(f"value of type {ty}: {e}") from None
 
     def declare(self, v: Value, hint: Optional[str] = None) -> Lowered:
         """Declare the MSL variable(s) for `v` (uninitialised) and bind it."""
@@ -226,14 +159,10 @@ class FunctionEmitter:
         self.emit(f"{ct} {name};")
         return self.bind(v, Lowered(name, ct))
 
-    def define_like(self, v: Value, hint: Optional[str] = None) -> Lowered:
-        """A fresh, undeclared Lowered for `v` (callers emit the declaration with an initialiser)."""
-        name = self.fresh(hint or v.name)
-        ct = self.ctype(v.type)
+    def scalar_or_splat(self, v: Value, name: str, ctype: str) -> Lowered:
+        """Bind `v` to the scalar `name`: a scalar, or a tensor whose every register holds that value."""
         lay = self.layout(v.type)
-        if lay is not None:
-            return Lowered(name, ct, lay.num_regs, False, lay)
-        return Lowered(name, ct)
+        return self.bind(v, Lowered(name, ctype, lay.num_regs if lay else None, uniform=lay is not None, layout=lay))
 
     # -- text ------------------------------------------------------------------------------------
 
@@ -248,14 +177,50 @@ class FunctionEmitter:
         self.indent -= 1
         self.emit(trailer)
 
+    def else_(self) -> None:
+        """Close the current `if` block and open its `else` block."""
+        self.close("} else {")
+        self.indent += 1
+
+    def barrier(self) -> None:
+        """A threadgroup barrier over threadgroup memory."""
+        self.emit(BARRIER)
+
     def for_regs(self, n: int, var: str = "r") -> "_RegLoop":
         return _RegLoop(self, n, var)
 
     def owned_regs(self, lay: Optional[LinearLayout], cond: Optional[Callable[[str], str]] = None) -> "_OwnedRegs":
         return _OwnedRegs(self, lay, cond)
 
-    def error(self, msg: str) -> AppleCompilationError:
-        return self.ctx.error(msg, self.current_op)
+    # -- threadgroup memory ----------------------------------------------------------------------
+
+    def tg_view(self, ctype: str, offset: int, hint: str) -> str:
+        """Declare a pointer `name` to elements of MSL type `ctype` at byte `offset` of the kernel's threadgroup
+        memory (a pointer element type, `device T*`, is spelled `device T* threadgroup*`)."""
+        name = self.temp(hint)
+        ptr = f"{ctype} threadgroup*" if ctype.endswith("*") else f"threadgroup {ctype}*"
+        self.emit(f"{ptr} {name} = ({ptr})(tt_smem + {offset});")
+        return name
+
+    def scratch(self, op: Op, parts: Sequence[Tuple[str, int]], hint: str) -> List[str]:
+        """Scratch space for `op`: one `threadgroup T*` view per `(T, bytes)` part, each 16-byte aligned,
+        after a barrier, so no thread still reads whatever used that space before."""
+        sizes = [(nbytes + 15) // 16 * 16 for _, nbytes in parts]
+        base = self.ctx.scratch_offset(op, sum(sizes))
+        self.barrier()
+        views = []
+        for (ctype, _), size in zip(parts, sizes):
+            views.append(self.tg_view(ctype, base, hint))
+            base += size
+        return views
+
+    # -- errors ----------------------------------------------------------------------------------
+
+    def unsupported(self, msg: str):
+        return self.ctx.unsupported(msg, self.current_op)
+
+    def internal(self, msg: str):
+        return self.ctx.internal(msg, self.current_op)
 
     # -- ops -------------------------------------------------------------------------------------
 
@@ -264,24 +229,35 @@ class FunctionEmitter:
             self.lower_op(op)
 
     def lower_op(self, op: Op) -> None:
-        fn = lowering_for(op.name)
+        fn = self.ctx.lowerings.get(op.name)
         if fn is None:
-            raise self.ctx.error(f"operation '{op.name}' is not supported by the apple backend yet", op)
+            raise self.ctx.unsupported(f"operation '{op.name}' is not supported by the apple backend yet", op)
         saved = self.current_op
         self.current_op = op
-        if op.name not in ("arith.constant", "ub.poison") and not self.ctx.demote_f64:
-            # hoisted constants carry no location: report float64 at its first located use
-            for v in list(op.results) + list(op.operands):
-                if v.type.scalar == ScalarType("f64"):
-                    raise self.ctx.error(
-                        f"value %{v.name} has type {v.type}: float64 is not supported, Metal has no double "
-                        "type; cast to float32 in the kernel, or pass allow_fp64_demotion=True to compute "
-                        "float64 values in float32", op)
-        self.ctx.line_map.append((self, len(self.lines), op))
-        if op.loc.file:
-            self.emit(f"// {op.name} {op.loc.file.rsplit('/', 1)[-1]}:{op.loc.line}")
+        self.ctx.check_f64(op)
+        start = len(self.lines)
         fn(self, op)
+        if len(self.lines) > start:
+            self.op_lines.append((start, op))
         self.current_op = saved
+
+    def text_with_origins(self) -> Tuple[List[str], List[Tuple[int, Op]]]:
+        """The body's lines with a `// <op> <file>:<line>` comment before the code of each located op, and,
+        for each such op, the index of its first line of code in the returned list."""
+        out: List[str] = []
+        origins: List[Tuple[int, Op]] = []
+        starts = {}
+        for idx, op in self.op_lines:
+            starts.setdefault(idx, op)  # nested ops start later; the outermost at an index names it
+        for i, line in enumerate(self.lines):
+            op = starts.get(i)
+            if op is not None and op.loc.file:
+                pad = line[:len(line) - len(line.lstrip())]
+                out.append(f"{pad}// {op.name} {op.loc.file.rsplit('/', 1)[-1]}:{op.loc.line}")
+            if op is not None:
+                origins.append((len(out), op))
+            out.append(line)
+        return out, origins
 
     # -- thread coordinates ----------------------------------------------------------------------
 
@@ -311,7 +287,7 @@ class _OwnedRegs:
     owner predicate guards the loop, registers that repeat another register are skipped, and `cond(r)`
     (optional, e.g. a mask) is merged into the same per-register `if`. `lay=None` is a scalar on thread 0."""
 
-    def __init__(self, em: "FunctionEmitter", lay: Optional[LinearLayout], cond: Optional[Callable[[str], str]]):
+    def __init__(self, em: FunctionEmitter, lay: Optional[LinearLayout], cond: Optional[Callable[[str], str]]):
         self.em, self.lay, self.cond = em, lay, cond
 
     def __enter__(self) -> str:
@@ -346,17 +322,10 @@ class _RegLoop:
     def __enter__(self) -> str:
         if self.n == 1:
             return "0"
-        self.em.open(f"for (uint {self.var} = 0; {self.var} < {self.n}; ++{self.var})")
-        return self.var
+        self.name = self.em.loop_var(self.var)
+        self.em.open(f"for (uint {self.name} = 0; {self.name} < {self.n}; ++{self.name})")
+        return self.name
 
     def __exit__(self, *exc) -> None:
         if self.n != 1:
             self.em.close()
-
-
-def is_tensor(v: Value) -> bool:
-    return isinstance(v.type, TensorType)
-
-
-def elem_type(v: Value) -> Type:
-    return v.type.element if isinstance(v.type, (TensorType, MemDescType)) else v.type

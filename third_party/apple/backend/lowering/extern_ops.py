@@ -8,8 +8,11 @@ clear message (erfc, lgamma, tgamma, ...), never approximated behind the user's 
 from __future__ import annotations
 
 from ..ir import Op
-from .core import FunctionEmitter, elem_type, lowers
 from .elementwise_ops import elementwise
+from .emitter import FunctionEmitter, elem_type
+from .registry import OpFamily
+
+FAMILY = OpFamily("extern")
 
 # name -> MSL template over float arguments a0, a1, a2
 _FLOAT = {
@@ -38,27 +41,24 @@ _PREDICATES = {"signbit": "int(signbit({0}))", "isnan": "int(isnan({0}))", "isin
 _IMPRECISE = {"expm1", "log1p", "hypot", "cbrt", "remainder"}
 
 
-@lowers("tt.extern_elementwise")
+@FAMILY.lowers("tt.extern_elementwise")
 def _extern(em: FunctionEmitter, op: Op) -> None:
     symbol = str(op.attrs.get("symbol", ""))
     if not symbol.startswith("apple."):
-        raise em.error(f"external function {symbol!r} is not available on the apple backend; use "
+        raise em.unsupported(f"external function {symbol!r} is not available on the apple backend; use "
                        "triton.language.extra.libdevice, which maps to Metal's math library")
     name = symbol[len("apple."):]
     res_ty = elem_type(op.result)
     ct = em.ctype(res_ty)
     if name in _IMPRECISE:
-        raise em.error(f"libdevice.{name} is not supported by the apple backend yet (Metal has no accurate "
+        raise em.unsupported(f"libdevice.{name} is not supported by the apple backend yet (Metal has no accurate "
                        "equivalent)")
     if name == "erf":
-        from .helpers import require
-        fn = require(em.ctx, "tt_erf")
+        fn = em.ctx.require("tt_erf")
         elementwise(em, op, lambda a: f"{fn}(float({a[0]}))" if ct == "float" else f"{ct}({fn}(float({a[0]})))")
         return
     if name in ("fmin", "fmax"):
-        from .helpers import require
-        require(em.ctx, "tt_minnum")
-        require(em.ctx, "tt_maxnum")
+        em.ctx.require("tt_minnum" if name == "fmin" else "tt_maxnum")
     if name in _FLOAT:
         tmpl = _FLOAT[name]
 
@@ -86,10 +86,10 @@ def _extern(em: FunctionEmitter, op: Op) -> None:
     if name == "mulhi":
         src = elem_type(op.operands[0])
         if src.bitwidth != 32:
-            raise em.error("libdevice.mulhi on 64-bit integers is not supported yet")
+            raise em.unsupported("libdevice.mulhi on 64-bit integers is not supported yet")
         elementwise(em, op, lambda a: f"{ct}(mulhi({a[0]}, {a[1]}))")
         return
     if name == "pown":
         elementwise(em, op, lambda a: f"{ct}(precise::pown(float({a[0]}), int({a[1]})))")
         return
-    raise em.error(f"libdevice.{name} is not supported by the apple backend yet")
+    raise em.unsupported(f"libdevice.{name} is not supported by the apple backend yet")

@@ -10,8 +10,12 @@ from __future__ import annotations
 
 from ..analysis.axis_info import vector_width
 from ..ir import Op
-from .core import FunctionEmitter, elem_type, is_tensor, lowers
 from .elementwise_ops import elementwise
+from .emitter import FunctionEmitter, elem_type, is_tensor
+from .msl_types import elem_bytes
+from .registry import OpFamily
+
+FAMILY = OpFamily("load_store")
 
 _VECTOR_TYPES = {"float", "half", "bfloat", "int", "uint", "short", "ushort", "char", "uchar", "long", "ulong"}
 
@@ -26,17 +30,16 @@ def access_width(em: FunctionEmitter, op: Op, mask_index: int) -> int:
     if ct not in _VECTOR_TYPES:
         return 1
     mask_v = op.operands[mask_index] if len(op.operands) > mask_index else None
-    elem_bytes = em.ctx.elem_bytes(elem_type(ptr_v).pointee)
-    v = vector_width(em.axis, ptr_v, mask_v, ptr.layout, elem_bytes)
+    v = vector_width(em.axis, ptr_v, mask_v, ptr.layout, elem_bytes(elem_type(ptr_v).pointee))
     return v if ptr.regs % v == 0 else 1
 
 
-@lowers("tt.addptr")
+@FAMILY.lowers("tt.addptr")
 def _addptr(em: FunctionEmitter, op: Op) -> None:
     elementwise(em, op, lambda a: f"{a[0]} + {a[1]}")
 
 
-@lowers("tt.load")
+@FAMILY.lowers("tt.load")
 def _load(em: FunctionEmitter, op: Op) -> None:
     mask = op.operands[1] if len(op.operands) > 1 else None
     other = op.operands[2] if len(op.operands) > 2 else None
@@ -62,26 +65,34 @@ def _vector_load(em: FunctionEmitter, op: Op, width: int, ct: str) -> None:
     other = em.get(op.operands[2]) if len(op.operands) > 2 else None
     out = em.declare(op.result)
     vt = f"{ct}{width}"
-    em.open(f"for (uint g = 0; g < {out.regs // width}; ++g)")
-    em.emit(f"const uint r = {width} * g;")
+    r = _open_vector_runs(em, out.regs, width)
     if mask is not None:
-        em.open(f"if ({mask.at('r')})")
+        em.open(f"if ({mask.at(r)})")
     vec = em.temp("vec")
-    em.emit(f"const {vt} {vec} = *(device const {vt}*){ptr.at('r')};")
-    em.open(f"for (uint j = 0; j < {width}; ++j)")
-    em.emit(f"{out.name}[r + j] = {vec}[j];")
-    em.close()
+    em.emit(f"const {vt} {vec} = *(device const {vt}*){ptr.at(r)};")
+    with _lanes_of_vector(em, width) as j:
+        em.emit(f"{out.name}[{r} + {j}] = {vec}[{j}];")
     if mask is not None:
-        em.close("} else {")
-        em.indent += 1
-        em.open(f"for (uint j = 0; j < {width}; ++j)")
-        em.emit(f"{out.name}[r + j] = {other.at('r + j') if other is not None else f'{ct}(0)'};")
-        em.close()
+        em.else_()
+        with _lanes_of_vector(em, width) as j:
+            em.emit(f"{out.name}[{r} + {j}] = {other.at(f'{r} + {j}') if other is not None else f'{ct}(0)'};")
         em.close()
     em.close()
 
 
-@lowers("tt.store")
+def _open_vector_runs(em: FunctionEmitter, regs: int, width: int) -> str:
+    """Open a loop over the runs of `width` registers; returns the name of the run's first register."""
+    g, r = em.loop_var("g"), em.loop_var("r")
+    em.open(f"for (uint {g} = 0; {g} < {regs // width}; ++{g})")
+    em.emit(f"const uint {r} = {width} * {g};")
+    return r
+
+
+def _lanes_of_vector(em: FunctionEmitter, width: int):
+    return em.for_regs(width, "j")
+
+
+@FAMILY.lowers("tt.store")
 def _store(em: FunctionEmitter, op: Op) -> None:
     ptr = em.get(op.operands[0])
     val = em.get(op.operands[1])
@@ -104,17 +115,15 @@ def _store(em: FunctionEmitter, op: Op) -> None:
         em.open(f"if ({own})")
     ct = em.ctype(elem_type(op.operands[1]))
     vt = f"{ct}{width}"
-    em.open(f"for (uint g = 0; g < {lay.num_regs // width}; ++g)")
-    em.emit(f"const uint r = {width} * g;")
-    conds = ([f"(r & {free}) == 0"] if free else []) + ([mask.at("r")] if mask is not None else [])
+    r = _open_vector_runs(em, lay.num_regs, width)
+    conds = ([f"({r} & {free}) == 0"] if free else []) + ([mask.at(r)] if mask is not None else [])
     if conds:
         em.open(f"if ({' && '.join(conds)})")
     vec = em.temp("vec")
     em.emit(f"{vt} {vec};")
-    em.open(f"for (uint j = 0; j < {width}; ++j)")
-    em.emit(f"{vec}[j] = {val.at('r + j')};")
-    em.close()
-    em.emit(f"*(device {vt}*){ptr.at('r')} = {vec};")
+    with _lanes_of_vector(em, width) as j:
+        em.emit(f"{vec}[{j}] = {val.at(f'{r} + {j}')};")
+    em.emit(f"*(device {vt}*){ptr.at(r)} = {vec};")
     if conds:
         em.close()
     em.close()

@@ -1,21 +1,34 @@
-"""Lowering of a whole TTGIR module to one MSL source: the kernel, its `noinline` callees, helpers.
+"""Lowering of a whole module to one MSL source: the kernel, its `noinline` callees and the helpers they use.
 
 Kernel arguments bind to consecutive buffer slots in signature order (pointers as `device T*`, scalars as
 `constant T&`), which is the order PyTorch's `compile_shader` dispatch and the emulator bind them in.
+The op families the lowering knows are listed here, explicitly (`FAMILIES`).
 """
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+from typing import List, Tuple
 
 from ..analysis.axis_info import AxisInfoAnalysis
-from ..ir import Function, Module, Op, parse_module
+from ..errors import ResourceLimitError
+from ..ir import Function, Module
 from ..ir.types import PointerType, ScalarType, TensorType, Type
 from ..layouts import LayoutService
-from .core import FunctionEmitter, KernelContext, Lowered, msl_function_name, msl_type
+from ..target import MAX_BUFFER_SLOTS
+from . import (atomic_ops, barrier_ops, constant_ops, control_flow_ops, convert_layout_ops, debug_ops, dot_ops,
+               elementwise_ops, extern_ops, gather_ops, histogram_ops, load_store_ops, local_memory_ops, reduce_ops,
+               scan_ops, spmd_ops, view_ops)
+from .context import BUILTIN_INPUTS, CONTEXT_PARAMS, DEBUG_PARAM, KernelContext
+from .emitter import FunctionEmitter, Lowered
+from .msl_types import msl_function_name
+from .registry import build_table
 
-MAX_THREADGROUP_MEMORY = 32 * 1024
+FAMILIES = (atomic_ops.FAMILY, barrier_ops.FAMILY, constant_ops.FAMILY, control_flow_ops.FAMILY,
+            convert_layout_ops.FAMILY, debug_ops.FAMILY, dot_ops.FAMILY, elementwise_ops.FAMILY, extern_ops.FAMILY,
+            gather_ops.FAMILY, histogram_ops.FAMILY, load_store_ops.FAMILY, local_memory_ops.FAMILY,
+            reduce_ops.FAMILY, scan_ops.FAMILY, spmd_ops.FAMILY, view_ops.FAMILY)
+LOWERINGS = build_table(FAMILIES)
 
 PRELUDE = """#include <metal_stdlib>
 using namespace metal;
@@ -25,23 +38,13 @@ using namespace metal;
 #endif
 """
 
-BUILTIN_PARAMS = [
-    ("uint3", "tt_pid", "threadgroup_position_in_grid"),
-    ("uint3", "tt_nprog", "threadgroups_per_grid"),
-    ("uint", "tt_tid", "thread_index_in_threadgroup"),
-    ("uint", "tt_lane", "thread_index_in_simdgroup"),
-    ("uint", "tt_warp", "simdgroup_index_in_threadgroup"),
-]
-_CONTEXT_PARAMS = ("threadgroup uchar* tt_smem, uint tt_lane, uint tt_warp, uint tt_tid, uint3 tt_pid, "
-                   "uint3 tt_nprog")
-_DEBUG_PARAM = "device uint* tt_debug"
-
 
 @dataclass
-class KernelParam:
+class BufferSlot:
+    """How one kernel argument is bound: its `[[buffer(slot)]]`, kind and types (launchers read these)."""
     name: str
     slot: int
-    kind: str  # "pointer" | "scalar"
+    kind: str  # "pointer" | "scalar" | "debug"
     msl_type: str
     triton_type: str
 
@@ -51,116 +54,16 @@ class LoweredKernel:
     name: str
     source: str
     shared_bytes: int
-    params: List[KernelParam]
-    num_warps: int
-    line_ops: List[Tuple[int, str, str]] = field(default_factory=list)  # (msl line, op name, location)
+    slots: List[BufferSlot]
+    # (MSL line, op name, source location) for the first line of code of every located op, in line order
+    locations: List[Tuple[int, str, str]] = field(default_factory=list)
     debug_formats: List[dict] = field(default_factory=list)  # tt.print / tt.assert record formats
 
     def signature_json(self) -> str:
-        return json.dumps([p.__dict__ for p in self.params])
+        return json.dumps([p.__dict__ for p in self.slots])
 
-    def op_at_line(self, line: int) -> Optional[Tuple[str, str]]:
-        best = None
-        for l, name, loc in self.line_ops:
-            if l <= line:
-                best = (name, loc)
-        return best
-
-
-class _ModuleContext(KernelContext):
-
-    def __init__(self, module: Module, options, layouts: LayoutService):
-        super().__init__(module, options, layouts)
-        self.function_names: Dict[str, str] = {}
-        self._helper_counter: Dict[str, int] = {}
-        self.used_values = {id(v) for f in module.functions for op in f.walk() for v in op.operands}
-        self.has_debug = any(op.name in ("tt.print", "tt.assert") for f in module.functions for op in f.walk())
-        self.low_scratch = 0  # bytes of scratch placed at offset 0 where no shared buffer is live
-        self._live = None
-        self._position = {id(op): i for i, op in enumerate(o for f in module.functions for o in f.walk())}
-        self.debug_formats: List[dict] = []
-
-    def add_debug_format(self, fmt: dict) -> int:
-        self.debug_formats.append(fmt)
-        return len(self.debug_formats) - 1
-
-    def scratch_offset(self, op: Op, nbytes: int) -> int:
-        """Offset in `tt_smem` of scratch space for `op`: upstream's allocation when it is big enough; the
-        start of threadgroup memory when no explicit shared buffer is live at `op`; otherwise a region of
-        our own after everything upstream allocated."""
-        self.uses_smem = True
-        off, size = op.attrs.get("allocation.offset"), op.attrs.get("allocation.size")
-        if off is not None and size is not None and nbytes <= int(size):
-            return int(off)
-        if not self._buffers_live_at(op):
-            self.low_scratch = max(self.low_scratch, nbytes)
-            return 0
-        base = (self.upstream_shared + 15) // 16 * 16
-        self.extra_scratch = max(self.extra_scratch, nbytes)
-        return base
-
-    def _buffers_live_at(self, op: Op) -> bool:
-        if self._live is None:
-            self._live = _buffer_live_ranges(self.module)
-        pos = self._position.get(id(op))
-        if pos is None:
-            return True  # unknown op: assume the worst
-        return any(start <= pos <= end for start, end in self._live)
-
-    def elem_bytes(self, ty: Type) -> int:
-        if isinstance(ty, PointerType):
-            return 8
-        if ty.name == "i1":
-            return 1
-        return max(1, ty.bitwidth // 8)
-
-    def unique_helper_name(self, base: str) -> str:
-        import re
-        base = re.sub(r"[^A-Za-z0-9_]", "_", base)
-        k = self._helper_counter.get(base, 0)
-        self._helper_counter[base] = k + 1
-        return base if k == 0 else f"{base}_{k}"
-
-    def function_name(self, fn: Function) -> str:
-        if fn.name not in self.function_names:
-            self.function_names[fn.name] = self.unique_helper_name("fn_" + fn.name.split("__")[0])
-        return self.function_names[fn.name]
-
-    @property
-    def shared_bytes(self) -> int:
-        total = max(self.upstream_shared, self.low_scratch)
-        if self.extra_scratch:
-            total = max(total, (self.upstream_shared + 15) // 16 * 16 + self.extra_scratch)
-        return total
-
-
-def _buffer_live_ranges(module: Module) -> List[Tuple[int, int]]:
-    """Pre-order position ranges during which each `ttg.local_alloc` buffer may be read. A buffer used
-    inside a loop that does not contain its allocation stays live to the end of that loop."""
-    order = [o for f in module.functions for o in f.walk()]
-    pos = {id(o): i for i, o in enumerate(order)}
-    span = {}
-    for o in order:
-        if o.regions:
-            inner = [pos[id(x)] for x in o.walk()]
-            span[id(o)] = (min(inner), max(inner))
-    loops = [o for o in order if o.name in ("scf.for", "scf.while")]
-    ranges = []
-    for o in order:
-        if o.name != "ttg.local_alloc":
-            continue
-        start = end = pos[id(o)]
-        buf = o.result
-        for user in order:
-            if any(v is buf for v in user.operands):
-                p = pos[id(user)]
-                end = max(end, p)
-                for loop in loops:
-                    lo, hi = span[id(loop)]
-                    if lo <= p <= hi and not lo <= start <= hi:
-                        end = max(end, hi)
-        ranges.append((start, end))
-    return ranges
+    def locations_json(self) -> str:
+        return json.dumps(self.locations)
 
 
 def _triton_type_name(ty: Type) -> str:
@@ -169,106 +72,92 @@ def _triton_type_name(ty: Type) -> str:
     return str(ty)
 
 
-def _lower_callee(ctx: _ModuleContext, fn: Function) -> str:
-    em = FunctionEmitter(ctx)
+def _context_params(ctx: KernelContext) -> List[str]:
+    return [f"{t} {n}" for t, n in CONTEXT_PARAMS + ([DEBUG_PARAM] if ctx.has_debug else [])]
+
+
+def _lower_callee(ctx: KernelContext, fn: Function) -> Tuple[str, FunctionEmitter]:
+    """(header, emitter holding the body) of a `noinline` function: tensors pass as `thread T*` arrays,
+    results come back through trailing `thread` reference/array parameters."""
+    em = FunctionEmitter(ctx, axis=AxisInfoAnalysis(fn))
     params = []
     for a in fn.args:
         lay = em.layout(a.type)
         ct = em.ctype(a.type)
         name = em.fresh(a.name)
-        if lay is not None:
-            params.append(f"thread {ct}* {name}")
-            em.bind(a, Lowered(name, ct, lay.num_regs, False, lay))
-        else:
-            params.append(f"{ct} {name}")
-            em.bind(a, Lowered(name, ct))
-    outs = []
+        params.append(f"thread {ct}* {name}" if lay is not None else f"{ct} {name}")
+        em.bind(a, Lowered(name, ct, lay.num_regs if lay else None, False, lay))
     for i, ty in enumerate(fn.result_types):
-        ct = msl_type(ty)
+        ct = em.ctype(ty)
         name = em.fresh(f"result{i}")
-        if isinstance(ty, TensorType):
-            lay = ctx.layouts.of(ty)
-            params.append(f"thread {ct}* {name}")
-            outs.append(Lowered(name, ct, lay.num_regs, False, lay))
-        else:
-            params.append(f"thread {ct}& {name}")
-            outs.append(Lowered(name, ct))
-    em.out_params = outs
-    em.axis = AxisInfoAnalysis(fn)
+        lay = ctx.layouts.of(ty) if isinstance(ty, TensorType) else None
+        params.append(f"thread {ct}* {name}" if lay is not None else f"thread {ct}& {name}")
+        em.out_params.append(Lowered(name, ct, lay.num_regs if lay else None, False, lay))
     em.lower_block(fn.body.entry.ops)
-    name = ctx.function_name(fn)
-    context = [_CONTEXT_PARAMS] + ([_DEBUG_PARAM] if ctx.has_debug else [])
-    header = f"static void {name}({', '.join(params + context)})"
-    return header + " {\n" + "\n".join(em.lines) + "\n}"
+    return f"static void {ctx.function_name(fn)}({', '.join(params + _context_params(ctx))})", em
 
 
-def lower_module(mod, options) -> LoweredKernel:
-    """Lower a libtriton TTGIR module (or its printed text) to MSL."""
-    text = mod if isinstance(mod, str) else mod.str()
-    module = parse_module(text)
-    return lower_parsed_module(module, options)
-
-
-def lower_parsed_module(module: Module, options) -> LoweredKernel:
-    from . import ops  # noqa: F401  (registers every op family)
-    kernel_fn = module.kernel
-    ctx = _ModuleContext(module, options, LayoutService(module.num_warps))
-    callees = [f for f in module.functions if f is not kernel_fn]
-    functions = [_lower_callee(ctx, f) for f in callees]
-
-    em = FunctionEmitter(ctx)
-    params: List[KernelParam] = []
-    param_text: List[str] = []
+def _kernel_params(ctx: KernelContext, em: FunctionEmitter, kernel_fn: Function) -> Tuple[List[BufferSlot], List[str]]:
+    slots: List[BufferSlot] = []
+    text: List[str] = []
     for slot, a in enumerate(kernel_fn.args):
         name = em.fresh(a.name)
-        if isinstance(a.type, PointerType):
-            ct = em.ctype(a.type)
-            param_text.append(f"{ct} {name} [[buffer({slot})]]")
-            params.append(KernelParam(a.name, slot, "pointer", ct, _triton_type_name(a.type)))
-        elif isinstance(a.type, ScalarType):
-            ct = em.ctype(a.type)
-            param_text.append(f"constant {ct}& {name} [[buffer({slot})]]")
-            params.append(KernelParam(a.name, slot, "scalar", ct, _triton_type_name(a.type)))
-        else:
-            raise ctx.error(f"kernel argument %{a.name} has unsupported type {a.type}", loc=a.loc)
+        if not isinstance(a.type, (PointerType, ScalarType)):
+            raise ctx.unsupported(f"kernel argument %{a.name} has unsupported type {a.type}", loc=a.loc)
+        ct = em.ctype(a.type)
+        pointer = isinstance(a.type, PointerType)
+        text.append(f"{ct} {name} [[buffer({slot})]]" if pointer else f"constant {ct}& {name} [[buffer({slot})]]")
+        slots.append(BufferSlot(a.name, slot, "pointer" if pointer else "scalar", ct, _triton_type_name(a.type)))
         em.bind(a, Lowered(name, ct))
     if ctx.has_debug:
-        slot = len(params)
-        param_text.append(f"device uint* tt_debug [[buffer({slot})]]")
-        params.append(KernelParam("tt_debug", slot, "debug", "device uint*", "*u32"))
-    if len(params) > 31:
-        raise ctx.error(f"the kernel has {len(params)} arguments; Metal binds at most 31 buffers")
-    param_text += [f"{t} {n} [[{attr}]]" for t, n, attr in BUILTIN_PARAMS]
-    em.axis = AxisInfoAnalysis(kernel_fn)
+        t, n = DEBUG_PARAM
+        text.append(f"{t} {n} [[buffer({len(slots)})]]")
+        slots.append(BufferSlot(n, len(slots), "debug", t, "*u32"))
+    if len(slots) > MAX_BUFFER_SLOTS:
+        debug = " (one of them is the buffer tl.device_print/device_assert need)" if ctx.has_debug else ""
+        raise ResourceLimitError(
+            f"apple backend: kernel '{ctx.kernel_name}' has {len(slots)} buffer arguments{debug}; Metal binds at "
+            f"most {MAX_BUFFER_SLOTS}. Pass fewer tensors/scalars (e.g. pack scalars into one tensor)",
+            len(slots), MAX_BUFFER_SLOTS, "buffer slots")
+    text += [f"{t} {n} [[{attr}]]" for t, n, attr in BUILTIN_INPUTS]
+    return slots, text
+
+
+def lower_module(module: Module, options) -> LoweredKernel:
+    """Lower our IR of a TTGIR module (after the Apple passes) to MSL."""
+    kernel_fn = module.kernel
+    ctx = KernelContext(module, options, LayoutService(module.num_warps), LOWERINGS)
+    callees = [_lower_callee(ctx, f) for f in module.functions if f is not kernel_fn]
+    em = FunctionEmitter(ctx, axis=AxisInfoAnalysis(kernel_fn))
+    slots, param_text = _kernel_params(ctx, em, kernel_fn)
     em.lower_block(kernel_fn.body.entry.ops)
     if callees:
-        ctx.uses_smem = True
+        ctx.uses_smem = True  # callees take tt_smem
+    ctx.check_shared_bytes()
     shared = ctx.shared_bytes
-    if shared > MAX_THREADGROUP_MEMORY:
-        raise ctx.error(f"the kernel needs {shared} bytes of threadgroup memory; Apple GPUs offer "
-                        f"{MAX_THREADGROUP_MEMORY}. Use smaller blocks or fewer warps")
 
     fast = getattr(options, "fast_math", False)
-    out: List[str] = [PRELUDE.format(math_mode="#pragma METAL fp math_mode(fast)" if fast else
-                                     "#pragma METAL fp math_mode(safe)")]
-    for h in ctx.helpers:
-        out.append(h + "\n")
-    for f in functions:
-        out.append(f + "\n")
-    kernel_name = msl_function_name(kernel_fn.name)
-    head = f"kernel void {kernel_name}(\n    " + ",\n    ".join(param_text) + ") {"
-    out.append(head)
-    body_lines = []
-    if shared or ctx.uses_smem:
-        body_lines.append(f"    TT_THREADGROUP_BUFFER(tt_smem, {max(shared, 16)});")
-    source_prefix = "\n".join(out) + "\n"
-    first_body_line = source_prefix.count("\n") + 1 + len(body_lines)
-    body_lines += em.lines
-    source = source_prefix + "\n".join(body_lines) + "\n}\n"
+    lines: List[str] = PRELUDE.format(math_mode="#pragma METAL fp math_mode(fast)" if fast else
+                                      "#pragma METAL fp math_mode(safe)").splitlines()
+    for text in ctx.helpers.values():
+        lines += text.splitlines() + [""]
+    locations: List[Tuple[int, str, str]] = []
 
-    line_ops = []
-    for emitter, idx, op in ctx.line_map:
-        if emitter is em:
-            line_ops.append((first_body_line + idx, op.name, str(op.loc)))
-    return LoweredKernel(kernel_name, source, max(shared, 16) if (shared or ctx.uses_smem) else 0, params,
-                         module.num_warps, line_ops, ctx.debug_formats)
+    def add_function(header: str, body_em: FunctionEmitter, first: List[str] = ()) -> None:
+        body, origins = body_em.text_with_origins()
+        lines.append(header + " {")
+        lines.extend(first)
+        base = len(lines) + 1  # MSL lines are 1-based
+        locations.extend((base + i, op.name, str(op.loc)) for i, op in origins)
+        lines.extend(body)
+        lines.extend(["}", ""])
+
+    # Prototypes first: callees may call each other in any order.
+    lines.extend([header + ";" for header, _ in callees] + ([""] if callees else []))
+    for header, callee_em in callees:
+        add_function(header, callee_em)
+    kernel_name = msl_function_name(kernel_fn.name)
+    head = f"kernel void {kernel_name}(\n    " + ",\n    ".join(param_text) + ")"
+    lines.extend(head.splitlines()[:-1])
+    add_function(head.splitlines()[-1], em, [f"    TT_THREADGROUP_BUFFER(tt_smem, {shared});"] if shared else [])
+    return LoweredKernel(kernel_name, "\n".join(lines).rstrip() + "\n", shared, slots, locations, ctx.debug_formats)

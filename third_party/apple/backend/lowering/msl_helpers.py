@@ -196,14 +196,36 @@ HELPERS = {
     }
     return copysign(r, x);
 }""",
-    "tt_mulhi_u32":
-    """static inline uint tt_mulhi_u32(uint a, uint b) {
-    return uint((ulong(a) * ulong(b)) >> 32);
-}""",
 }
 
 
-def require(ctx, name: str) -> str:
-    """Ask for helper `name` in the module's MSL and return the name to call."""
-    ctx.add_helper(name, HELPERS[name])
-    return name
+def helper_text(name: str) -> str:
+    """The MSL definition of library helper `name`."""
+    return HELPERS[name]
+
+
+# Metal's simd_shuffle family takes 8/16/32-bit values: wider or narrower types move through these.
+_SHUFFLE_DIRECT = ("float", "half", "int", "uint", "short", "ushort")
+_SHUFFLE_VIA = {"char": "short", "uchar": "ushort"}
+
+
+def shuffle_helper(metal_fn: str, ctype: str) -> tuple:
+    """(key, name, text) of the `tt_<metal_fn>(T v, ushort arg)` overload for MSL type `ctype`, over Metal's
+    `metal_fn` (`simd_shuffle`, `simd_shuffle_xor`, ...): 64-bit values move as two 32-bit halves, bool
+    and bfloat as 16-bit integers."""
+    name = "tt_" + metal_fn
+    head = f"static inline {ctype} {name}({ctype} v, ushort m) {{\n"
+    if ctype in _SHUFFLE_DIRECT:
+        body = f"    return {metal_fn}(v, m);\n"
+    elif ctype in _SHUFFLE_VIA:
+        body = f"    return {ctype}({metal_fn}({_SHUFFLE_VIA[ctype]}(v), m));\n"
+    elif ctype == "bool":
+        body = f"    return {metal_fn}(ushort(v ? 1 : 0), m) != 0;\n"
+    elif ctype == "bfloat":
+        body = f"    return as_type<bfloat>({metal_fn}(as_type<ushort>(v), m));\n"
+    elif ctype in ("long", "ulong"):
+        body = (f"    uint2 parts = as_type<uint2>(v);\n    parts.x = {metal_fn}(parts.x, m);\n"
+                f"    parts.y = {metal_fn}(parts.y, m);\n    return as_type<{ctype}>(parts);\n")
+    else:
+        raise ValueError(f"no {metal_fn} overload for MSL type {ctype}")
+    return f"{name}:{ctype}", name, head + body + "}"

@@ -12,9 +12,12 @@ from typing import List
 
 from ..ir import Op
 from ..ir.types import TensorType
-from .core import FunctionEmitter, elem_type, lowers
-from .reduce_ops import emit_combine_function
-from .tensor_ops import index_expr, row_major_strides
+from .combine import emit_combine_function, operand_scratch
+from .emitter import FunctionEmitter
+from .registry import OpFamily
+from .shared_memory import index_expr, row_major_strides
+
+FAMILY = OpFamily("scan")
 
 
 def _combine_into(em: FunctionEmitter, combine, ctypes: List[str], earlier: List[str], later: List[str],
@@ -30,7 +33,7 @@ def _combine_into(em: FunctionEmitter, combine, ctypes: List[str], earlier: List
         em.emit(f"{o} = {t};")
 
 
-@lowers("tt.scan")
+@FAMILY.lowers("tt.scan")
 def _scan(em: FunctionEmitter, op: Op) -> None:
     axis = int(op.attrs["axis"])
     reverse = bool(op.attrs.get("reverse", False))
@@ -81,18 +84,7 @@ def _scan_in_registers(em, op, lay, axis, reverse, combine, ctypes, outs) -> Non
 def _scan_through_smem(em, op, ty, lay, axis, reverse, combine, ctypes, outs) -> None:
     strides = row_major_strides(ty.shape)
     length = ty.shape[axis]
-    sizes = [ty.numel * em.ctx.elem_bytes(elem_type(v)) for v in op.operands]
-    offs, total = [], 0
-    for s in sizes:
-        offs.append(total)
-        total += (s + 15) // 16 * 16
-    base = em.ctx.scratch_offset(op, total)
-    em.emit("threadgroup_barrier(mem_flags::mem_threadgroup);")
-    bufs = []
-    for o, ct in zip(offs, ctypes):
-        b = em.temp("scan_smem")
-        em.emit(f"threadgroup {ct}* {b} = (threadgroup {ct}*)(tt_smem + {base + o});")
-        bufs.append(b)
+    bufs = operand_scratch(em, op, ctypes, ty.numel, "scan_smem")
     R = lay.num_regs
     idx_name, pos_name = em.temp("scan_idx"), em.temp("scan_pos")
     em.emit(f"uint {idx_name}[{R}];")
@@ -103,27 +95,28 @@ def _scan_through_smem(em, op, ty, lay, axis, reverse, combine, ctypes, outs) ->
         em.emit(f"{pos_name}[{r}] = {length - 1} - ({pos});" if reverse else f"{pos_name}[{r}] = {pos};")
         for b, o in zip(bufs, outs):
             em.emit(f"{b}[{idx_name}[{r}]] = {o.at(r)};")
-    em.emit("threadgroup_barrier(mem_flags::mem_threadgroup);")
+    em.barrier()
     step = strides[axis]
-    em.open(f"for (uint d = 1; d < {length}; d <<= 1)")
+    d = em.loop_var("d")
+    em.open(f"for (uint {d} = 1; {d} < {length}; {d} <<= 1)")
     prevs = []
     for ct in ctypes:
         p = em.temp("scan_prev")
         em.emit(f"{ct} {p}[{R}];")
         prevs.append(p)
     with em.for_regs(R) as r:
-        em.open(f"if ({pos_name}[{r}] >= d)")
-        neighbour = f"{idx_name}[{r}] + d * {step}" if reverse else f"{idx_name}[{r}] - d * {step}"
+        em.open(f"if ({pos_name}[{r}] >= {d})")
+        neighbour = f"{idx_name}[{r}] + {d} * {step}" if reverse else f"{idx_name}[{r}] - {d} * {step}"
         for p, b in zip(prevs, bufs):
             em.emit(f"{p}[{r}] = {b}[{neighbour}];")
         em.close()
-    em.emit("threadgroup_barrier(mem_flags::mem_threadgroup);")
+    em.barrier()
     with em.for_regs(R) as r:
-        em.open(f"if ({pos_name}[{r}] >= d)")
+        em.open(f"if ({pos_name}[{r}] >= {d})")
         _combine_into(em, combine, ctypes, [f"{p}[{r}]" for p in prevs], [o.at(r) for o in outs],
                       [o.at(r) for o in outs])
         for b, o in zip(bufs, outs):
             em.emit(f"{b}[{idx_name}[{r}]] = {o.at(r)};")
         em.close()
-    em.emit("threadgroup_barrier(mem_flags::mem_threadgroup);")
+    em.barrier()
     em.close()

@@ -1,0 +1,93 @@
+"""The combine region of `tt.reduce` and `tt.scan`, emitted once as an MSL function and called at every
+combining step; and the byte layout both use for per-operand scratch in threadgroup memory."""
+from __future__ import annotations
+
+from typing import List, Sequence
+
+from ..ir import Op, Region, Value
+from ..ir.types import TensorType
+from .emitter import FunctionEmitter, Lowered, elem_type
+from .msl_types import elem_bytes
+
+
+class Combine:
+    """A combine region emitted as `void f(thread T& acc..., T other..., captured...)`; `call` spells one
+    invocation that folds `others` into `accs`."""
+
+    def __init__(self, name: str, captured: List[str]):
+        self.name = name
+        self.captured = captured
+
+    def call(self, accs: Sequence[str], others: Sequence[str]) -> str:
+        return f"{self.name}({', '.join(list(accs) + list(others) + self.captured)});"
+
+
+def _external_values(region: Region) -> List[Value]:
+    """Values the region reads but does not define (hoisted constants, scalars of the enclosing function)."""
+    defined, used = set(), []
+    for block in region.blocks:
+        defined.update(id(a) for a in block.args)
+        for op in block.ops:
+            for inner in op.walk():
+                defined.update(id(r) for r in inner.results)
+                for reg in inner.regions:
+                    for b in reg.blocks:
+                        defined.update(id(a) for a in b.args)
+    for block in region.blocks:
+        for op in block.ops:
+            for inner in op.walk():
+                for v in inner.operands:
+                    if id(v) not in defined and all(v is not u for u in used):
+                        used.append(v)
+    return used
+
+
+def emit_combine_function(em: FunctionEmitter, op: Op, hint: str) -> Combine:
+    """Emit the combine region of a reduce/scan as an MSL function. Values the region reads from outside
+    are re-created (scalar constants) or passed in (other uniform values)."""
+    region = op.regions[0]
+    block = region.entry
+    n = len(op.operands)
+    name = em.ctx.generated_name(f"combine_{hint}")
+    sub = FunctionEmitter(em.ctx, axis=None)
+    params, accs = [], []
+    for i, arg in enumerate(block.args):
+        ct = sub.ctype(arg.type)
+        pname = sub.fresh(f"acc{i}" if i < n else f"other{i - n}")
+        params.append(f"thread {ct}& {pname}" if i < n else f"{ct} {pname}")
+        if i < n:
+            accs.append(pname)
+        sub.bind(arg, Lowered(pname, ct))
+    captured = []
+    for v in _external_values(region):
+        owner = v.owner
+        if isinstance(owner, Op) and owner.name == "arith.constant" and not isinstance(v.type, TensorType):
+            sub.lower_op(owner)
+            continue
+        outer = em.get(v)
+        if outer.is_tensor and not outer.uniform:
+            raise em.unsupported("a combine region that reads a tensor defined outside it is not supported")
+        pname = sub.fresh(v.name)
+        params.append(f"{outer.ctype} {pname}")
+        sub.bind(v, Lowered(pname, outer.ctype))
+        captured.append(outer.at(0))
+    *body, ret = block.ops
+    if ret.name not in ("tt.reduce.return", "tt.scan.return"):
+        raise em.internal(f"combine region ends with {ret.name}, expected a return")
+    sub.lower_block(body)
+    vals = [sub.get(v) for v in ret.operands]
+    temps = []
+    for i, v in enumerate(vals):
+        t = sub.temp(f"result{i}")
+        sub.emit(f"{v.ctype} {t} = {v.at(0)};")
+        temps.append(t)
+    for acc, t in zip(accs, temps):
+        sub.emit(f"{acc} = {t};")
+    lines, _ = sub.text_with_origins()
+    em.ctx.add_function(name, f"static inline void {name}({', '.join(params)}) {{\n" + "\n".join(lines) + "\n}")
+    return Combine(name, captured)
+
+
+def operand_scratch(em: FunctionEmitter, op: Op, ctypes: Sequence[str], numel: int, hint: str) -> List[str]:
+    """One threadgroup-memory view of `numel` elements per operand of `op`."""
+    return em.scratch(op, [(ct, numel * elem_bytes(elem_type(v))) for ct, v in zip(ctypes, op.operands)], hint)

@@ -1,0 +1,188 @@
+"""State shared by every function of one module while it is lowered: options, layouts, the op table, MSL
+helpers the kernel needs, names of generated functions, threadgroup-memory scratch, debug-record formats,
+and the errors that name the kernel, op and source line."""
+from __future__ import annotations
+
+import re
+from typing import Dict, List, Optional, Tuple
+
+from ..errors import InternalCompilerError, ResourceLimitError, UnsupportedFeatureError
+from ..ir import Function, Module, Op
+from ..ir.core import Location
+from ..ir.types import ScalarType
+from ..layouts import LayoutService
+from ..target import MAX_THREADGROUP_MEMORY, SIMD_WIDTH
+from .msl_helpers import helper_text, shuffle_helper
+from .registry import Lowering
+
+# What every MSL function of a kernel can see: the kernel's builtin inputs (passed on to `noinline` callees,
+# which receive them as parameters) and the debug buffer of kernels that print or assert.
+BUILTIN_INPUTS = [
+    ("uint3", "tt_pid", "threadgroup_position_in_grid"),
+    ("uint3", "tt_nprog", "threadgroups_per_grid"),
+    ("uint", "tt_tid", "thread_index_in_threadgroup"),
+    ("uint", "tt_lane", "thread_index_in_simdgroup"),
+    ("uint", "tt_warp", "simdgroup_index_in_threadgroup"),
+]
+CONTEXT_PARAMS = [("threadgroup uchar*", "tt_smem")] + [(t, n) for t, n, _ in BUILTIN_INPUTS]
+DEBUG_PARAM = ("device uint*", "tt_debug")
+
+
+class KernelContext:
+
+    def __init__(self, module: Module, options, layouts: LayoutService, lowerings: Dict[str, Lowering]):
+        self.module = module
+        self.options = options
+        self.layouts = layouts
+        self.lowerings = lowerings
+        self.kernel_name = module.kernel.name
+        self.num_threads = module.num_warps * SIMD_WIDTH
+        self.demote_f64 = bool(getattr(options, "allow_fp64_demotion", False))
+        self.helpers: Dict[str, str] = {}  # MSL function definitions emitted before the kernel, in order
+        self.debug_formats: List[dict] = []  # tt.print / tt.assert record formats
+        self.uses_smem = False
+        self.upstream_shared = int(module.attrs.get("ttg.shared", 0))
+        self.used_values = {id(v) for f in module.functions for op in f.walk() for v in op.operands}
+        self.has_debug = any(op.name in ("tt.print", "tt.assert") for f in module.functions for op in f.walk())
+        self._function_names: Dict[str, str] = {}
+        self._generated_names: Dict[str, int] = {}
+        self._low_scratch = 0  # scratch placed at offset 0 where no explicit shared buffer is live
+        self._extra_scratch = 0  # scratch placed after everything upstream allocated
+        self._live: Optional[List[Tuple[int, int]]] = None
+        self._position = {id(op): i for i, op in enumerate(o for f in module.functions for o in f.walk())}
+
+    # -- generated MSL functions -----------------------------------------------------------------
+
+    def require(self, name: str) -> str:
+        """Ask for library helper `name` (see msl_helpers) in the module's MSL; returns the name to call."""
+        if name not in self.helpers:
+            self.helpers[name] = helper_text(name)
+        return name
+
+    def require_shuffle(self, metal_fn: str, ctype: str) -> str:
+        """Ask for the `tt_<metal_fn>` overload (see msl_helpers.shuffle_helper) for MSL type `ctype`."""
+        key, name, text = shuffle_helper(metal_fn, ctype)
+        self.helpers.setdefault(key, text)
+        return name
+
+    def add_function(self, name: str, text: str) -> None:
+        """Emit a generated function (e.g. a combine region) before the kernel."""
+        self.helpers[name] = text
+
+    def generated_name(self, base: str) -> str:
+        """A module-unique name for a generated function, in the backend's `tt_` namespace (user-derived
+        names never start with it)."""
+        base = "tt_" + re.sub(r"[^A-Za-z0-9_]", "_", base)
+        k = self._generated_names.get(base, 0)
+        self._generated_names[base] = k + 1
+        return base if k == 0 else f"{base}_{k}"
+
+    def function_name(self, fn: Function) -> str:
+        """The MSL name of a `noinline` Triton function."""
+        if fn.name not in self._function_names:
+            self._function_names[fn.name] = self.generated_name("fn_" + fn.name.split("__")[0])
+        return self._function_names[fn.name]
+
+    def add_debug_format(self, fmt: dict) -> int:
+        self.debug_formats.append(fmt)
+        return len(self.debug_formats) - 1
+
+    # -- threadgroup memory ----------------------------------------------------------------------
+
+    def scratch_offset(self, op: Op, nbytes: int) -> int:
+        """Offset in `tt_smem` of scratch space for `op`: upstream's allocation when it is big enough; the
+        start of threadgroup memory when no explicit shared buffer is live at `op`; otherwise a region of
+        our own after everything upstream allocated."""
+        self.uses_smem = True
+        off, size = op.attrs.get("allocation.offset"), op.attrs.get("allocation.size")
+        if off is not None and size is not None and nbytes <= int(size):
+            return int(off)
+        if not self._buffers_live_at(op):
+            self._low_scratch = max(self._low_scratch, nbytes)
+            return 0
+        self._extra_scratch = max(self._extra_scratch, nbytes)
+        return self._upstream_end
+
+    @property
+    def _upstream_end(self) -> int:
+        return (self.upstream_shared + 15) // 16 * 16
+
+    def _buffers_live_at(self, op: Op) -> bool:
+        if self._live is None:
+            self._live = _buffer_live_ranges(self.module)
+        pos = self._position.get(id(op))
+        if pos is None:
+            return True  # unknown op: assume the worst
+        return any(start <= pos <= end for start, end in self._live)
+
+    @property
+    def shared_bytes(self) -> int:
+        """Bytes of threadgroup memory the kernel declares (at least 16 when it uses any)."""
+        total = max(self.upstream_shared, self._low_scratch)
+        if self._extra_scratch:
+            total = max(total, self._upstream_end + self._extra_scratch)
+        if total or self.uses_smem:
+            return max(total, 16)
+        return 0
+
+    def check_shared_bytes(self) -> None:
+        need = self.shared_bytes
+        if need > MAX_THREADGROUP_MEMORY:
+            raise ResourceLimitError(
+                f"apple backend: kernel '{self.kernel_name}' needs {need} bytes of threadgroup memory; Apple "
+                f"GPUs offer {MAX_THREADGROUP_MEMORY}. Use smaller blocks, fewer stages or fewer warps",
+                need, MAX_THREADGROUP_MEMORY, "threadgroup memory")
+
+    # -- errors ----------------------------------------------------------------------------------
+
+    def _message(self, msg: str, op: Optional[Op], loc: Optional[Location]) -> str:
+        loc = loc or (op.loc if op is not None else None)
+        where = f"\n  at {loc}" if loc is not None and loc.file else ""
+        what = f" (op {op.name})" if op is not None else ""
+        return f"apple backend: kernel '{self.kernel_name}'{what}: {msg}{where}"
+
+    def unsupported(self, msg: str, op: Optional[Op] = None, loc: Optional[Location] = None):
+        return UnsupportedFeatureError(self._message(msg, op, loc))
+
+    def internal(self, msg: str, op: Optional[Op] = None):
+        return InternalCompilerError(self._message(f"internal error: {msg} (please report this)", op, None))
+
+    def check_f64(self, op: Op) -> None:
+        """Refuse float64 at the first op with a location that touches it (hoisted constants have none)."""
+        if op.name in ("arith.constant", "ub.poison") or self.demote_f64:
+            return
+        for v in list(op.results) + list(op.operands):
+            if v.type.scalar == ScalarType("f64"):
+                raise self.unsupported(
+                    f"value %{v.name} has type {v.type}: float64 is not supported, Metal has no double type; cast "
+                    "to float32 in the kernel, or pass allow_fp64_demotion=True to compute float64 values in "
+                    "float32", op)
+
+
+def _buffer_live_ranges(module: Module) -> List[Tuple[int, int]]:
+    """Pre-order position ranges during which each `ttg.local_alloc` buffer may be read. A buffer used
+    inside a loop that does not contain its allocation stays live to the end of that loop."""
+    order = [o for f in module.functions for o in f.walk()]
+    pos = {id(o): i for i, o in enumerate(order)}
+    span = {}
+    for o in order:
+        if o.regions:
+            inner = [pos[id(x)] for x in o.walk()]
+            span[id(o)] = (min(inner), max(inner))
+    loops = [o for o in order if o.name in ("scf.for", "scf.while")]
+    ranges = []
+    for o in order:
+        if o.name != "ttg.local_alloc":
+            continue
+        start = end = pos[id(o)]
+        buf = o.result
+        for user in order:
+            if any(v is buf for v in user.operands):
+                p = pos[id(user)]
+                end = max(end, p)
+                for loop in loops:
+                    lo, hi = span[id(loop)]
+                    if lo <= p <= hi and not lo <= start <= hi:
+                        end = max(end, hi)
+        ranges.append((start, end))
+    return ranges

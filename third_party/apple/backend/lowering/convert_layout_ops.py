@@ -1,0 +1,96 @@
+"""Lowering of `ttg.convert_layout`, and the relayout mechanism the view ops share with it.
+
+A relayout is any op whose result element at coordinate c is the source element at `project(c)`. When
+the linear layouts say every thread already holds the elements it needs, the result is a register
+permutation (or no code at all); when data only moves inside each simdgroup, `simd_shuffle`s move it (a
+GF(2) plan from the two layouts); otherwise the elements go through threadgroup memory row-major.
+"""
+from __future__ import annotations
+
+from typing import Callable, List, Sequence
+
+from ..ir import Op
+from ..ir.types import TensorType
+from ..layouts import Coord, LinearLayout, local_register_map, warp_shuffle_plan
+from .emitter import FunctionEmitter, Lowered, linear_expr
+from .msl_types import elem_bytes
+from .registry import OpFamily
+from .shared_memory import load_registers, row_major_strides, store_registers
+
+FAMILY = OpFamily("convert_layout")
+
+
+def relayout(em: FunctionEmitter, op: Op, project: Callable[[Coord], Coord], src_index_strides: List[int]) -> None:
+    """Lower an op whose result element at coordinate c is the source element at `project(c)`.
+    `src_index_strides` give the row-major index of `project(c)` in the source as sum(c[d] * stride[d])."""
+    src_v, res = op.operands[0], op.result
+    src = em.get(src_v)
+    dst_lay = em.layout(res.type)
+    ct = em.ctype(res.type)
+    if src.uniform:
+        em.bind(res, Lowered(src.name, ct, dst_lay.num_regs, True, dst_lay))
+        return
+    mapping = local_register_map(dst_lay, src.layout, project)
+    if mapping is not None:
+        if mapping == [1 << i for i in range(len(mapping))] and dst_lay.num_regs == src.regs:
+            em.bind(res, Lowered(src.name, ct, dst_lay.num_regs, False, dst_lay))
+            return
+        out = em.declare(res)
+        with em.for_regs(out.regs) as r:
+            em.emit(f"{out.at(r)} = {src.at(linear_expr(r, mapping) if out.regs > 1 else '0')};")
+        return
+    if op.name == "ttg.convert_layout":
+        plan = warp_shuffle_plan(dst_lay, src.layout)
+        if plan is not None:
+            _relayout_with_shuffles(em, op, src, dst_lay, plan)
+            return
+    _relayout_through_smem(em, op, src, src_index_strides)
+
+
+def _span(images: Sequence[int]) -> List[int]:
+    values = {0}
+    for v in images:
+        values |= {x ^ v for x in values}
+    return sorted(values)
+
+
+def _relayout_with_shuffles(em: FunctionEmitter, op: Op, src: Lowered, dst_lay: LinearLayout, plan) -> None:
+    """Data that stays inside each simdgroup moves with `simd_shuffle`: per destination register, one
+    shuffle per distinct source register the lanes need."""
+    out = em.declare(op.result)
+    shuffle = em.ctx.require_shuffle("simd_shuffle", out.ctype)
+    lane_dep = linear_expr("tt_lane", plan.reg_from_lane)
+    with em.for_regs(out.regs) as r:
+        src_lane = em.temp("src_lane")
+        parts = [p for p in (linear_expr(r, plan.lane_from_reg) if out.regs > 1 else "0",
+                             linear_expr("tt_lane", plan.lane_from_lane)) if p != "0"]
+        em.emit(f"const ushort {src_lane} = ushort({' ^ '.join(parts) if parts else '0'});")
+        base = linear_expr(r, plan.reg_from_reg) if out.regs > 1 else "0"
+        choices = _span(plan.reg_from_lane)
+        if len(choices) == 1:
+            em.emit(f"{out.at(r)} = {shuffle}({src.at(base)}, {src_lane});")
+        for t in choices if len(choices) > 1 else ():
+            got = em.temp("shfl")
+            idx = f"({base}) ^ {t}" if base != "0" else str(t)
+            em.emit(f"const {out.ctype} {got} = {shuffle}({src.at(idx)}, {src_lane});")
+            em.open(f"if (({lane_dep}) == {t})")
+            em.emit(f"{out.at(r)} = {got};")
+            em.close()
+
+
+def tensor_scratch(em: FunctionEmitter, op: Op, ty: TensorType, hint: str) -> str:
+    """A threadgroup-memory view that holds all of `ty` row-major, free for `op` to write (after a barrier)."""
+    return em.scratch(op, [(em.ctype(ty), ty.numel * elem_bytes(ty.element))], hint)[0]
+
+
+def _relayout_through_smem(em: FunctionEmitter, op: Op, src: Lowered, dst_strides: Sequence[int]) -> None:
+    src_ty: TensorType = op.operands[0].type
+    buf = tensor_scratch(em, op, src_ty, "smem")
+    store_registers(em, src, buf, row_major_strides(src_ty.shape))
+    em.barrier()
+    load_registers(em, em.declare(op.result), buf, dst_strides)
+
+
+@FAMILY.lowers("ttg.convert_layout")
+def _convert_layout(em: FunctionEmitter, op: Op) -> None:
+    relayout(em, op, lambda c: c, row_major_strides(op.result.type.shape))
