@@ -11,6 +11,14 @@ if ! command -v clang++-22 >/dev/null 2>&1 || [ ! -d /usr/lib/llvm-22/lib/clang/
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq clang-22 libclang-rt-22-dev >/dev/null
 fi
+# AArch64 cross headers/libraries, a linker for them and qemu: the emulator's native sources are checked for
+# aarch64 and its runtime runs kernels under qemu-aarch64-static (test/emulator/test_emu_portability.py).
+if [ ! -f /usr/aarch64-linux-gnu/include/stdio.h ] || [ ! -d /usr/aarch64-linux-gnu/include/c++ ] || \
+   ! command -v ld.lld-22 >/dev/null 2>&1 || ! command -v qemu-aarch64-static >/dev/null 2>&1; then
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq libc6-dev-arm64-cross libstdc++-12-dev-arm64-cross \
+    lld-22 qemu-user-static >/dev/null
+fi
 
 python -m pip install -q "torch==2.13.0" "triton==3.9.0" "numpy==2.4.6" "pytest==9.0.3" "pytest-xdist==3.8.0" "hypothesis==6.155.2"
 python -m pip install -q --no-deps --force-reinstall .

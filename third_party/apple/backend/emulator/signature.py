@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
+from ..target import MAX_BUFFER_SLOTS
 from .errors import EmulatorCompileError
 
 # builtin attribute -> (field of tt_thread_info or computed name, may be a vector)
@@ -254,8 +255,9 @@ def parse_signature(src: str, kernel_name: str) -> KernelSignature:
                         readonly=space == "constant" or is_const)
         if buf_attr:
             slot = int(re.search(r"\d+", buf_attr).group(0))
-            if slot > 30:
-                _fail(f"parameter '{name}': buffer index {slot} out of range (Metal has 31 buffer slots, 0-30)",
+            if slot >= MAX_BUFFER_SLOTS:
+                _fail(f"parameter '{name}': buffer index {slot} out of range (Metal has {MAX_BUFFER_SLOTS} buffer "
+                      f"slots, 0-{MAX_BUFFER_SLOTS - 1})",
                       src, [line], kernel_name)
             if slot in used_slots:
                 _fail(f"parameters '{used_slots[slot]}' and '{name}' both use [[buffer({slot})]]", src, [line],
@@ -267,7 +269,10 @@ def parse_signature(src: str, kernel_name: str) -> KernelSignature:
         sig.params.append(p)
     # Metal assigns unattributed buffers the lowest free indices, in declaration order.
     for p in pending_auto:
-        slot = next(i for i in range(31) if i not in used_slots)
+        slot = next((i for i in range(MAX_BUFFER_SLOTS) if i not in used_slots), None)
+        if slot is None:
+            _fail(f"parameter '{p.name}': no buffer slot left: the kernel has {len(sig.buffers)} buffer parameters, "
+                  f"Metal has {MAX_BUFFER_SLOTS} slots (0-{MAX_BUFFER_SLOTS - 1})", src, [p.line], kernel_name)
         used_slots[slot] = p.name
         p.index = slot
     return sig

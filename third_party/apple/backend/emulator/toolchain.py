@@ -23,6 +23,7 @@ import functools
 import hashlib
 import json
 import os
+import platform
 import re
 import secrets
 import shutil
@@ -38,38 +39,48 @@ from .. import knobs
 from .errors import EmulatorCacheError, EmulatorCacheWarning, EmulatorCompileError, EmulatorError
 
 IS_DARWIN = sys.platform == "darwin"
+IS_X86_64 = platform.machine().lower() in ("x86_64", "amd64")
 SHLIB_SUFFIX = ".dylib" if IS_DARWIN else ".so"
 
-# Kernel translation units: MSL compiled as C++ with Metal's defined behaviour where C++ has UB.
-KERNEL_FLAGS: Tuple[str, ...] = (
-    "-std=c++17",
-    "-O2",
-    "-fPIC",
-    "-shared",
-    "-fwrapv",                          # Metal integer arithmetic wraps
-    "-fno-finite-loops",                # a loop without side effects is not assumed to end (a spin stays a spin)
-    "-fexcess-precision=16",            # half / bfloat rounded after every operation
-    "-fno-strict-float-cast-overflow",  # float->int: NaN -> 0, out of range saturates
-    "-ffp-contract=off",                # no implicit FMA: same results on x86 and AArch64
-    "-fno-math-errno",
-    "-fno-strict-aliasing",             # MSL code reinterprets threadgroup bytes freely
-    "-fsigned-char",                    # Metal char is signed on every host
-    "-flax-vector-conversions=none",    # Metal has no implicit vector conversions
-    "-fno-exceptions",
-    "-fno-rtti",
-    # Report what Metal does not trap on; the runtime provides the sanitizer hooks (no sanitizer runtime).
-    "-fsanitize=integer-divide-by-zero,shift-exponent,array-bounds",
-    "-fno-sanitize-link-runtime",
-    "-gline-tables-only",               # map faulting instructions back to MSL lines
-    "-w",
-    "-ferror-limit=30",
-    "-fno-color-diagnostics",
-    "-fdiagnostics-absolute-paths",
-) + ((
-    # Kernels call the runtime's hooks, which resolve against the runtime loaded RTLD_GLOBAL.
-    "-undefined", "dynamic_lookup") if IS_DARWIN else (
-    "-fstack-clash-protection",         # big frames probe every page: stack overflows hit the guard
-))
+
+
+def kernel_flags(x86_64: bool = IS_X86_64, darwin: bool = IS_DARWIN) -> Tuple[str, ...]:
+    """Flags of kernel translation units for a host: MSL compiled as C++ with Metal's defined behaviour
+    where C++ has UB. (The portability tests ask for other hosts' flags.)"""
+    flags = [
+        "-std=c++17",
+        "-O2",
+        "-fPIC",
+        "-shared",
+        "-fwrapv",                          # Metal integer arithmetic wraps
+        "-fno-finite-loops",                # a side-effect-free loop is not assumed to end: a spin stays a spin
+        "-fno-strict-float-cast-overflow",  # float->int: NaN -> 0, out of range saturates
+        "-ffp-contract=off",                # no implicit FMA: same results on x86 and AArch64
+        "-fno-math-errno",
+        "-fno-strict-aliasing",             # MSL code reinterprets threadgroup bytes freely
+        "-fsigned-char",                    # Metal char is signed on every host
+        "-flax-vector-conversions=none",    # Metal has no implicit vector conversions
+        "-fno-exceptions",
+        "-fno-rtti",
+        # Report what Metal does not trap on; the runtime provides the sanitizer hooks (no sanitizer runtime).
+        "-fsanitize=integer-divide-by-zero,shift-exponent,array-bounds",
+        "-fno-sanitize-link-runtime",
+        "-gline-tables-only",               # map faulting instructions back to MSL lines
+        "-w",
+        "-ferror-limit=30",
+        "-fno-color-diagnostics",
+        "-fdiagnostics-absolute-paths",
+    ]
+    if darwin:  # kernels call the runtime's hooks, which resolve against the runtime loaded RTLD_GLOBAL
+        flags += ["-undefined", "dynamic_lookup"]
+    else:  # big frames probe every page, so stack overflows hit the guard page (not supported by Apple clang)
+        flags += ["-fstack-clash-protection"]
+    if x86_64:  # x86 keeps half/bfloat excess precision across operations unless told otherwise; AArch64
+        flags += ["-fexcess-precision=16"]  # rounds after every operation already (and rejects this flag)
+    return tuple(flags)
+
+
+KERNEL_FLAGS = kernel_flags()
 RUNTIME_FLAGS: Tuple[str, ...] = ("-std=c++17", "-O2", "-fPIC", "-shared", "-pthread", "-fvisibility=hidden",
                                   "-fno-omit-frame-pointer")
 _CANDIDATES = ("clang++-22", "clang++-21", "clang++-20", "clang++-19", "clang++-18", "clang++-17", "clang++") + (
