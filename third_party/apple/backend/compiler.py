@@ -66,8 +66,11 @@ class AppleOptions:
 
 
 def min_dot_size(target: GPUTarget):
-    def check(lhs_type, rhs_type):
+    """Every dot shape is accepted: shapes simdgroup_matrix cannot tile take the FMA path."""
+
+    def check(*_operand_types):
         return (1, 1, 1)
+
     return check
 
 
@@ -123,42 +126,26 @@ class AppleBackend(BaseBackend):
 
     @staticmethod
     def make_ttir(mod, metadata, opt: AppleOptions):
-        pm = ir.pass_manager(mod.context)
-        pm.enable_debug()
-        passes.common.add_inliner(pm)
-        passes.ttir.add_rewrite_tensor_descriptor_to_pointer(pm)
-        passes.common.add_canonicalizer(pm)
-        passes.ttir.add_combine(pm)
-        passes.ttir.add_reorder_broadcast(pm)
-        passes.common.add_cse(pm)
-        passes.common.add_symbol_dce(pm)
-        passes.ttir.add_loop_unroll(pm)
-        pm.run(mod, "make_ttir")
-        return mod
+        return _run_passes(mod, "make_ttir", [
+            passes.common.add_inliner, passes.ttir.add_rewrite_tensor_descriptor_to_pointer,
+            passes.common.add_canonicalizer, passes.ttir.add_combine, passes.ttir.add_reorder_broadcast,
+            passes.common.add_cse, passes.common.add_symbol_dce, passes.ttir.add_loop_unroll
+        ])
 
     @staticmethod
     def make_ttgir(mod, metadata, opt: AppleOptions):
-        pm = ir.pass_manager(mod.context)
-        pm.enable_debug()
-        passes.ttir.add_convert_to_ttgpuir(pm, f"metal:{opt.arch}", opt.num_warps, SIMD_WIDTH, opt.num_ctas)
-        passes.ttgpuir.add_coalesce(pm)
-        passes.ttgpuir.add_remove_layout_conversions(pm)
-        passes.ttgpuir.add_optimize_thread_locality(pm)
-        passes.ttgpuir.add_remove_layout_conversions(pm)
-        passes.ttir.add_triton_licm(pm)
-        passes.common.add_canonicalizer(pm)
-        passes.ttir.add_loop_aware_cse(pm)
-        passes.ttgpuir.add_remove_layout_conversions(pm)
-        passes.ttgpuir.add_reduce_data_duplication(pm)
-        passes.ttgpuir.add_reorder_instructions(pm)
-        passes.ttir.add_loop_aware_cse(pm)
-        passes.common.add_symbol_dce(pm)
-        passes.common.add_sccp(pm)
-        passes.common.add_cse(pm)
-        passes.common.add_canonicalizer(pm)
-        passes.ttgpuir.add_allocate_shared_memory(pm)
-        pm.run(mod, "make_ttgir")
-        return mod
+        def to_ttgpuir(pm):
+            passes.ttir.add_convert_to_ttgpuir(pm, f"metal:{opt.arch}", opt.num_warps, SIMD_WIDTH, opt.num_ctas)
+
+        return _run_passes(mod, "make_ttgir", [
+            to_ttgpuir, passes.ttgpuir.add_coalesce, passes.ttgpuir.add_remove_layout_conversions,
+            passes.ttgpuir.add_optimize_thread_locality, passes.ttgpuir.add_remove_layout_conversions,
+            passes.ttir.add_triton_licm, passes.common.add_canonicalizer, passes.ttir.add_loop_aware_cse,
+            passes.ttgpuir.add_remove_layout_conversions, passes.ttgpuir.add_reduce_data_duplication,
+            passes.ttgpuir.add_reorder_instructions, passes.ttir.add_loop_aware_cse, passes.common.add_symbol_dce,
+            passes.common.add_sccp, passes.common.add_cse, passes.common.add_canonicalizer,
+            passes.ttgpuir.add_allocate_shared_memory
+        ])
 
     @staticmethod
     def make_msl(mod, metadata, opt: AppleOptions) -> bytes:
@@ -187,16 +174,19 @@ class AppleBackend(BaseBackend):
 
     @staticmethod
     def gluon_to_ttgir(mod, metadata, opt: AppleOptions):
-        pm = ir.pass_manager(mod.context)
-        pm.enable_debug()
-        passes.gluon.add_inliner(pm)
-        passes.gluon.add_infer_coalesced_encodings(pm)
-        passes.gluon.add_resolve_auto_encodings(pm)
-        passes.gluon.add_canonicalizer(pm)
-        passes.common.add_sccp(pm)
-        passes.ttir.add_loop_aware_cse(pm)
-        passes.gluon.add_canonicalizer(pm)
-        passes.ttgpuir.add_combine_tensor_select_and_if(pm)
-        passes.ttgpuir.add_allocate_shared_memory(pm)
-        pm.run(mod, "gluon_to_ttgir")
-        return mod
+        return _run_passes(mod, "gluon_to_ttgir", [
+            passes.gluon.add_inliner, passes.gluon.add_infer_coalesced_encodings,
+            passes.gluon.add_resolve_auto_encodings, passes.gluon.add_canonicalizer, passes.common.add_sccp,
+            passes.ttir.add_loop_aware_cse, passes.gluon.add_canonicalizer,
+            passes.ttgpuir.add_combine_tensor_select_and_if, passes.ttgpuir.add_allocate_shared_memory
+        ])
+
+
+def _run_passes(mod, name: str, adders) -> Any:
+    """Run upstream passes, in order, on `mod` (each `adder(pm)` adds one pass to the pass manager)."""
+    pm = ir.pass_manager(mod.context)
+    pm.enable_debug()
+    for add in adders:
+        add(pm)
+    pm.run(mod, name)
+    return mod

@@ -141,16 +141,19 @@ def _is_torch_tensor(value: Any) -> bool:
 
 class _EmulatorEvent:
 
-    def __init__(self, enable_timing: bool = True):
+    def __init__(self, enable_timing: bool = False):
+        self.timing = enable_timing
         self.t = None
 
-    def record(self, stream=None):
+    def record(self, *_stream) -> None:
         self.t = time.perf_counter()
 
-    def synchronize(self):
-        pass
+    def synchronize(self) -> None:
+        """Nothing to wait for: emulator launches return when the kernel has finished."""
 
     def elapsed_time(self, end: "_EmulatorEvent") -> float:
+        if not (self.timing and end.timing):
+            raise RuntimeError("elapsed_time needs both events created with enable_timing=True")
         return (end.t - self.t) * 1000.0
 
 
@@ -273,7 +276,7 @@ class AppleLauncher:
                 bound.append(v if self.mode == "metal" else emulator.Scalar(v, p["msl_type"]))
         return bound
 
-    def __call__(self, gridX, gridY, gridZ, stream, function, packed_metadata, launch_metadata, enter_hook,
+    def __call__(self, gridX, gridY, gridZ, _stream, function, _packed_metadata, launch_metadata, enter_hook,
                  exit_hook, *args):
         if gridX * gridY * gridZ == 0:
             return
@@ -328,8 +331,8 @@ class AppleDriver(DriverBase):
         self.utils = AppleUtils(self.mode)
         self.launcher_cls = AppleLauncher
 
-    @classmethod
-    def is_active(cls) -> bool:
+    @staticmethod
+    def is_active() -> bool:
         return device_mode() != "off"
 
     def map_python_to_cpp_type(self, ty: str) -> str:

@@ -54,24 +54,22 @@ def _flag(env: str, raw: str) -> bool:
     raise KnobError(f"{env}={raw!r}: expected 0 or 1")
 
 
-def _count(env: str, raw: str) -> int:
-    try:
-        value = int(raw)
-    except ValueError:
-        raise KnobError(f"{env}={raw!r}: expected a non-negative integer") from None
-    if value < 0:
-        raise KnobError(f"{env}={raw!r}: expected a non-negative integer")
-    return value
+def _non_negative(kind: type, what: str) -> Callable[[str, str], object]:
+
+    def parse(env: str, raw: str):
+        try:
+            value = kind(raw)
+        except ValueError:
+            value = -1
+        if value < 0:
+            raise KnobError(f"{env}={raw!r}: expected {what}")
+        return value
+
+    return parse
 
 
-def _seconds(env: str, raw: str) -> float:
-    try:
-        value = float(raw)
-    except ValueError:
-        raise KnobError(f"{env}={raw!r}: expected a number of seconds") from None
-    if value < 0:
-        raise KnobError(f"{env}={raw!r}: expected a non-negative number of seconds")
-    return value
+_count = _non_negative(int, "a non-negative integer")
+_seconds = _non_negative(float, "a non-negative number of seconds")
 
 
 def _text(env: str, raw: str) -> str:

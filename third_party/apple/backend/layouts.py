@@ -378,17 +378,9 @@ def warp_shuffle_plan(dst: LinearLayout, src: LinearLayout) -> Optional[WarpShuf
                 vec, r, l = vec ^ pv, r ^ pr, l ^ pl
         return None if vec else (r, l)
 
-    rr, lr, rl, ll = [], [], [], []
-    for b in dst.reg:
-        s = solve(b)
-        if s is None:
-            return None
-        rr.append(s[0])
-        lr.append(s[1])
-    for b in dst.lane:
-        s = solve(b)
-        if s is None:
-            return None
-        rl.append(s[0])
-        ll.append(s[1])
-    return WarpShuffle(tuple(rr), tuple(rl), tuple(lr), tuple(ll))
+    from_reg = [solve(b) for b in dst.reg]
+    from_lane = [solve(b) for b in dst.lane]
+    if any(s is None for s in from_reg + from_lane):
+        return None
+    return WarpShuffle(tuple(s[0] for s in from_reg), tuple(s[0] for s in from_lane), tuple(s[1] for s in from_reg),
+                       tuple(s[1] for s in from_lane))

@@ -145,20 +145,9 @@ class OpaqueEncoding(Encoding):
         return self.raw
 
 
-@dataclass(frozen=True)
-class TensorType(Type):
+class _Shaped:
+    """Shape helpers of tensor and memdesc types."""
     shape: Tuple[int, ...]
-    element: Type
-    encoding: Optional[Encoding] = None
-
-    def __str__(self) -> str:
-        dims = "".join(f"{d}x" for d in self.shape)
-        enc = f", {self.encoding.text()}" if self.encoding is not None else ""
-        return f"tensor<{dims}{self.element}{enc}>"
-
-    @property
-    def scalar(self) -> Type:
-        return self.element
 
     @property
     def numel(self) -> int:
@@ -167,12 +156,30 @@ class TensorType(Type):
             n *= d
         return n
 
+    def _dims(self) -> str:
+        return "".join(f"{d}x" for d in self.shape)
+
+
+@dataclass(frozen=True)
+class TensorType(_Shaped, Type):
+    shape: Tuple[int, ...]
+    element: Type
+    encoding: Optional[Encoding] = None
+
+    def __str__(self) -> str:
+        enc = f", {self.encoding.text()}" if self.encoding is not None else ""
+        return f"tensor<{self._dims()}{self.element}{enc}>"
+
+    @property
+    def scalar(self) -> Type:
+        return self.element
+
     def with_element(self, element: Type) -> "TensorType":
         return TensorType(self.shape, element, self.encoding)
 
 
 @dataclass(frozen=True)
-class MemDescType(Type):
+class MemDescType(_Shaped, Type):
     shape: Tuple[int, ...]
     element: Type
     encoding: Optional[Encoding]
@@ -180,17 +187,9 @@ class MemDescType(Type):
     mutable: bool = False
 
     def __str__(self) -> str:
-        dims = "".join(f"{d}x" for d in self.shape)
         enc = f", {self.encoding.text()}" if self.encoding is not None else ""
         mut = ", mutable" if self.mutable else ""
-        return f"!ttg.memdesc<{dims}{self.element}{enc}, {self.memory_space}{mut}>"
-
-    @property
-    def numel(self) -> int:
-        n = 1
-        for d in self.shape:
-            n *= d
-        return n
+        return f"!ttg.memdesc<{self._dims()}{self.element}{enc}, {self.memory_space}{mut}>"
 
 
 @dataclass(frozen=True)

@@ -21,35 +21,28 @@ def declare_carried(em: FunctionEmitter, values: Sequence[Value], hints: Sequenc
     return [em.declare(v, hints[i] if i < len(hints) else None) for i, v in enumerate(values)]
 
 
+def _copy(em: FunctionEmitter, dst: str, src: Lowered, regs) -> None:
+    """`dst = src`, register by register for tensors (`regs` registers) or as one scalar (`regs` None)."""
+    if regs is None:
+        em.emit(f"{dst} = {src.at(0)};")
+        return
+    with em.for_regs(regs) as r:
+        em.emit(f"{dst}[{r}] = {src.at(r)};")
+
+
 def assign(em: FunctionEmitter, dsts: Sequence[Lowered], srcs: Sequence[Lowered]) -> None:
     """dst_i = src_i for all i, as if simultaneously (temporaries only when a source is a destination)."""
     dst_names = {d.name for d in dsts}
-    if not any(s.name in dst_names for s in srcs):
+    if any(s.name in dst_names for s in srcs):
+        staged = []
         for d, s in zip(dsts, srcs):
-            if d.is_tensor:
-                with em.for_regs(d.regs) as r:
-                    em.emit(f"{d.name}[{r}] = {s.at(r)};")
-            else:
-                em.emit(f"{d.name} = {s.at(0)};")
-        return
-    staged = []
+            t = em.temp("yield")
+            em.emit(f"{d.ctype} {t}[{d.regs}];" if d.is_tensor else f"{d.ctype} {t};")
+            _copy(em, t, s, d.regs)
+            staged.append(Lowered(t, d.ctype, d.regs))
+        srcs = staged
     for d, s in zip(dsts, srcs):
-        if d.is_tensor:
-            t = em.temp("yield")
-            em.emit(f"{d.ctype} {t}[{d.regs}];")
-            with em.for_regs(d.regs) as r:
-                em.emit(f"{t}[{r}] = {s.at(r)};")
-            staged.append(t)
-        else:
-            t = em.temp("yield")
-            em.emit(f"{d.ctype} {t} = {s.at(0)};")
-            staged.append(t)
-    for d, t in zip(dsts, staged):
-        if d.is_tensor:
-            with em.for_regs(d.regs) as r:
-                em.emit(f"{d.name}[{r}] = {t}[{r}];")
-        else:
-            em.emit(f"{d.name} = {t};")
+        _copy(em, d.name, s, d.regs)
 
 
 def _lower_region_with_yield(em: FunctionEmitter, ops: Sequence[Op], targets: Sequence[Lowered]) -> None:

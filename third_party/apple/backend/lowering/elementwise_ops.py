@@ -12,6 +12,7 @@ from typing import Callable, List
 from ..ir import Op
 from ..ir.types import PointerType
 from .emitter import FunctionEmitter, elem_type, is_tensor
+from .msl_helpers import metal_math
 from .msl_types import unsigned_type
 from .registry import OpFamily
 
@@ -59,17 +60,16 @@ _FLOAT_BINARY = {"arith.addf": "+", "arith.subf": "-", "arith.mulf": "*", "arith
 
 @FAMILY.lowers(*_FLOAT_BINARY)
 def _float_binary(em: FunctionEmitter, op: Op) -> None:
+    _refuse_fp8_arithmetic(em, op)
     sym = _FLOAT_BINARY[op.name]
     elementwise(em, op, lambda a: _round_back(op, f"{_in_float(op, a[0])} {sym} {_in_float(op, a[1], 1)}"))
 
 
-@FAMILY.lowers("arith.remf")
-def _remf(em: FunctionEmitter, op: Op) -> None:
-    elementwise(em, op, lambda a: _round_back(op, f"fmod(float({a[0]}), float({a[1]}))"))
-
-
 @FAMILY.lowers("arith.negf")
 def _negf(em: FunctionEmitter, op: Op) -> None:
+    if elem_type(op.result).name in FP8_FORMATS:  # flip the sign bit of the byte
+        elementwise(em, op, lambda a: f"uchar({a[0]} ^ 0x80)")
+        return
     elementwise(em, op, lambda a: _round_back(op, f"-{_in_float(op, a[0])}"))
 
 
@@ -81,13 +81,9 @@ _MINMAX = {
 
 @FAMILY.lowers(*_MINMAX)
 def _float_minmax(em: FunctionEmitter, op: Op) -> None:
+    _refuse_fp8_arithmetic(em, op)
     fn = em.ctx.require(_MINMAX[op.name])
     elementwise(em, op, lambda a: _round_back(op, f"{fn}(float({a[0]}), float({a[1]}))"))
-
-
-@FAMILY.lowers("math.fma")
-def _fma(em: FunctionEmitter, op: Op) -> None:
-    elementwise(em, op, lambda a: _round_back(op, f"fma(float({a[0]}), float({a[1]}), float({a[2]}))"))
 
 
 # -- integer arithmetic ------------------------------------------------------------------------------
@@ -157,13 +153,6 @@ def _int_minmax(em: FunctionEmitter, op: Op) -> None:
         elementwise(em, op, lambda a: f"({a[0]} {sym} {a[1]}) ? {a[0]} : {a[1]}")
 
 
-@FAMILY.lowers("math.absi")
-def _absi(em: FunctionEmitter, op: Op) -> None:
-    ty = elem_type(op.result)
-    ct, ut = em.ctype(ty), unsigned_type(ty)
-    elementwise(em, op, lambda a: f"{a[0]} < {ct}(0) ? {ct}({ut}(0) - {ut}({a[0]})) : {a[0]}")
-
-
 # -- comparisons and select --------------------------------------------------------------------------
 
 _ICMP = {"eq": "==", "ne": "!=", "slt": "<", "sle": "<=", "sgt": ">", "sge": ">=", "ult": "<", "ule": "<=",
@@ -206,6 +195,7 @@ def _fcmp(pred: str, a: str, b: str) -> str:
 
 @FAMILY.lowers("arith.cmpf")
 def _cmpf(em: FunctionEmitter, op: Op) -> None:
+    _refuse_fp8_arithmetic(em, op)
     pred = op.attrs["predicate"]
     elementwise(em, op, lambda a: _fcmp(pred, _in_float(op, a[0]), _in_float(op, a[1], 1)))
 
@@ -333,74 +323,68 @@ def _bitcast(em: FunctionEmitter, op: Op) -> None:
 
 # -- math ----------------------------------------------------------------------------------------------
 
-_MATH_UNARY = {
+# Float functions (keys of msl_helpers.METAL_MATH), computed in float and rounded back to the result type.
+_FLOAT_MATH = {
     "math.exp": "exp", "math.exp2": "exp2", "math.log": "log", "math.log2": "log2", "math.sqrt": "sqrt",
-    "math.rsqrt": "rsqrt", "math.sin": "sin", "math.cos": "cos", "math.absf": "fabs", "math.floor": "floor",
-    "math.ceil": "ceil", "math.tanh": "tanh", "math.trunc": "trunc", "math.round": "round",
-    "math.roundeven": "rint", "math.tan": "tan", "math.log1p": "tt_log1p", "math.expm1": "tt_expm1"
+    "math.rsqrt": "rsqrt", "math.sin": "sin", "math.cos": "cos", "math.tan": "tan", "math.tanh": "tanh",
+    "math.floor": "floor", "math.ceil": "ceil", "math.trunc": "trunc", "math.round": "round",
+    "math.roundeven": "rint", "math.erf": "erf", "math.fma": "fma", "math.copysign": "copysign", "math.powf": "pow",
+    "arith.remf": "fmod", "tt.precise_sqrt": "sqrt", "tt.precise_divf": "divide",
 }
+# No accurate float formulation in Metal yet (the naive ones lose precision near zero).
+_NOT_YET = ("math.log1p", "math.expm1")
 
 
-@FAMILY.lowers(*_MATH_UNARY)
-def _math_unary(em: FunctionEmitter, op: Op) -> None:
-    fn = _MATH_UNARY[op.name]
-    if fn.startswith("tt_"):
-        raise em.unsupported(f"{op.name} is not supported by the apple backend yet")
-    # `precise::` keeps full float accuracy whatever math mode the Metal compiler is in.
-    elementwise(em, op, lambda a: _round_back(op, f"precise::{fn}(float({a[0]}))"))
+@FAMILY.lowers(*_FLOAT_MATH)
+def _float_math(em: FunctionEmitter, op: Op) -> None:
+    _refuse_fp8_arithmetic(em, op)
+    tmpl = metal_math(em.ctx, _FLOAT_MATH[op.name])
+    elementwise(em, op, lambda a: _round_back(op, tmpl.format(*[f"float({x})" for x in a])))
 
 
-@FAMILY.lowers("math.erf")
-def _erf(em: FunctionEmitter, op: Op) -> None:
-    """Metal has no erf; `tt_erf` is our float implementation (max 4 ulp measured)."""
-    fn = em.ctx.require("tt_erf")
-    elementwise(em, op, lambda a: _round_back(op, f"{fn}(float({a[0]}))"))
+@FAMILY.lowers(*_NOT_YET)
+def _not_yet(em: FunctionEmitter, op: Op) -> None:
+    raise em.unsupported(f"{op.name} is not supported by the apple backend yet (Metal has no accurate "
+                         "equivalent)")
 
 
-@FAMILY.lowers("tt.precise_sqrt")
-def _precise_sqrt(em: FunctionEmitter, op: Op) -> None:
-    elementwise(em, op, lambda a: _round_back(op, f"precise::sqrt(float({a[0]}))"))
+@FAMILY.lowers("math.absf")
+def _absf(em: FunctionEmitter, op: Op) -> None:
+    if elem_type(op.result).name in FP8_FORMATS:  # fp8 values are their bytes: clear the sign bit
+        elementwise(em, op, lambda a: f"uchar({a[0]} & 0x7F)")
+        return
+    elementwise(em, op, lambda a: _round_back(op, f"fabs({_in_float(op, a[0])})"))
 
 
-@FAMILY.lowers("tt.precise_divf")
-def _precise_divf(em: FunctionEmitter, op: Op) -> None:
-    elementwise(em, op, lambda a: _round_back(op, f"precise::divide(float({a[0]}), float({a[1]}))"))
-
-
-@FAMILY.lowers("math.copysign")
-def _copysign(em: FunctionEmitter, op: Op) -> None:
-    elementwise(em, op, lambda a: _round_back(op, f"copysign(float({a[0]}), float({a[1]}))"))
-
-
-@FAMILY.lowers("math.powf")
-def _powf(em: FunctionEmitter, op: Op) -> None:
-    elementwise(em, op, lambda a: _round_back(op, f"precise::pow(float({a[0]}), float({a[1]}))"))
-
-
-@FAMILY.lowers("math.ctpop")
-def _ctpop(em: FunctionEmitter, op: Op) -> None:
-    ct = em.ctype(elem_type(op.result))
-    ut = unsigned_type(elem_type(op.result))
-    elementwise(em, op, lambda a: f"{ct}(popcount({ut}({a[0]})))")
-
-
-@FAMILY.lowers("math.ctlz")
-def _ctlz(em: FunctionEmitter, op: Op) -> None:
-    ct = em.ctype(elem_type(op.result))
-    ut = unsigned_type(elem_type(op.result))
-    elementwise(em, op, lambda a: f"{ct}(clz({ut}({a[0]})))")
-
-
-@FAMILY.lowers("tt.mulhiui")
-def _mulhiui(em: FunctionEmitter, op: Op) -> None:
-    ty = elem_type(op.result)
-    ct, ut = em.ctype(ty), unsigned_type(ty)
-    elementwise(em, op, lambda a: f"{ct}(mulhi({ut}({a[0]}), {ut}({a[1]})))")
+def _refuse_fp8_arithmetic(em: FunctionEmitter, op: Op) -> None:
+    """fp8 values live in MSL as their bytes; arithmetic on them would compute on the byte. Triton
+    converts fp8 to a wider type before arithmetic, so a kernel that reaches here gets a clear refusal."""
+    for v in list(op.operands) + list(op.results):
+        if elem_type(v).name in FP8_FORMATS:
+            raise em.unsupported(f"{op.name} on {elem_type(v).name} values is not supported; convert to float16 "
+                                 "or float32 first (x.to(tl.float32))")
 
 
 @FAMILY.lowers("tt.clampf")
 def _clampf(em: FunctionEmitter, op: Op) -> None:
-    propagate = "all" in str(op.attrs.get("propagateNan", ""))
+    _refuse_fp8_arithmetic(em, op)
+    propagate = op.attrs.get("propagateNan", "none") == "all"
     fn = em.ctx.require("tt_maximum" if propagate else "tt_maxnum")
     fn2 = em.ctx.require("tt_minimum" if propagate else "tt_minnum")
     elementwise(em, op, lambda a: _round_back(op, f"{fn2}({fn}(float({a[0]}), float({a[1]})), float({a[2]}))"))
+
+
+# Integer functions over one or two operands, as templates; `{ct}` is the MSL type, `{ut}` its unsigned twin.
+_INT_FUNCS = {
+    "math.absi": "{0} < {ct}(0) ? {ct}({ut}(0) - {ut}({0})) : {0}",
+    "math.ctpop": "{ct}(popcount({ut}({0})))",
+    "math.ctlz": "{ct}(clz({ut}({0})))",
+    "tt.mulhiui": "{ct}(mulhi({ut}({0}), {ut}({1})))",
+}
+
+
+@FAMILY.lowers(*_INT_FUNCS)
+def _int_func(em: FunctionEmitter, op: Op) -> None:
+    ty = elem_type(op.result)
+    ct, ut = em.ctype(ty), unsigned_type(ty)
+    elementwise(em, op, lambda a: _INT_FUNCS[op.name].format(*a, ct=ct, ut=ut))

@@ -16,18 +16,31 @@ from ..ir import Function, Module
 from ..ir.types import PointerType, ScalarType, TensorType, Type
 from ..layouts import LayoutService
 from ..target import MAX_BUFFER_SLOTS
-from . import (atomic_ops, barrier_ops, constant_ops, control_flow_ops, convert_layout_ops, debug_ops, dot_ops,
-               elementwise_ops, extern_ops, gather_ops, histogram_ops, load_store_ops, local_memory_ops, reduce_ops,
-               scan_ops, spmd_ops, view_ops)
 from .context import BUILTIN_INPUTS, CONTEXT_PARAMS, DEBUG_PARAM, KernelContext
 from .emitter import FunctionEmitter, Lowered
 from .msl_types import msl_function_name
 from .registry import build_table
+from .atomic_ops import FAMILY as ATOMIC
+from .barrier_ops import FAMILY as BARRIER
+from .constant_ops import FAMILY as CONSTANT
+from .control_flow_ops import FAMILY as CONTROL_FLOW
+from .convert_layout_ops import FAMILY as CONVERT_LAYOUT
+from .debug_ops import FAMILY as DEBUG
+from .dot_ops import FAMILY as DOT
+from .elementwise_ops import FAMILY as ELEMENTWISE
+from .extern_ops import FAMILY as EXTERN
+from .gather_ops import FAMILY as GATHER
+from .histogram_ops import FAMILY as HISTOGRAM
+from .load_store_ops import FAMILY as LOAD_STORE
+from .local_memory_ops import FAMILY as LOCAL_MEMORY
+from .reduce_ops import FAMILY as REDUCE
+from .scan_ops import FAMILY as SCAN
+from .spmd_ops import FAMILY as SPMD
+from .view_ops import FAMILY as VIEW
 
-FAMILIES = (atomic_ops.FAMILY, barrier_ops.FAMILY, constant_ops.FAMILY, control_flow_ops.FAMILY,
-            convert_layout_ops.FAMILY, debug_ops.FAMILY, dot_ops.FAMILY, elementwise_ops.FAMILY, extern_ops.FAMILY,
-            gather_ops.FAMILY, histogram_ops.FAMILY, load_store_ops.FAMILY, local_memory_ops.FAMILY,
-            reduce_ops.FAMILY, scan_ops.FAMILY, spmd_ops.FAMILY, view_ops.FAMILY)
+# Every op family the lowering knows: one `*_ops.py` module each.
+FAMILIES = (ATOMIC, BARRIER, CONSTANT, CONTROL_FLOW, CONVERT_LAYOUT, DEBUG, DOT, ELEMENTWISE, EXTERN, GATHER, HISTOGRAM,
+            LOAD_STORE, LOCAL_MEMORY, REDUCE, SCAN, SPMD, VIEW)
 LOWERINGS = build_table(FAMILIES)
 
 PRELUDE = """#include <metal_stdlib>

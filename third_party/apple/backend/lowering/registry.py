@@ -6,13 +6,11 @@ an op is visible in one place and two families cannot claim the same op.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Dict, Iterable
+from typing import Any, Callable, Dict, Iterable
 
-if TYPE_CHECKING:
-    from ..ir import Op
-    from .emitter import FunctionEmitter
+from ..ir import Op
 
-Lowering = Callable[["FunctionEmitter", "Op"], None]
+Lowering = Callable[[Any, Op], None]  # (emitter.FunctionEmitter, op) -> None
 
 
 class OpFamily:
