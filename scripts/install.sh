@@ -21,5 +21,9 @@ if [ ! -f /usr/aarch64-linux-gnu/include/stdio.h ] || [ ! -d /usr/aarch64-linux-
 fi
 
 python -m pip install -q "torch==2.13.0" "triton==3.9.0" "numpy==2.4.6" "pytest==9.0.3" "pytest-xdist==3.8.0" "hypothesis==6.155.2"
-python -m pip install -q --no-deps --force-reinstall .
+# Editable: edits to third_party/apple are live without reinstalling. pip's editable build leaves an egg-info
+# directory in the checkout; the installed metadata lives in site-packages, so it is removed (a stale one would
+# make `import triton` look for the backend after `pip uninstall triton-apple`).
+python -m pip install -q --no-deps -e .
+rm -rf triton_apple.egg-info
 python -c "import triton; assert 'apple' in triton.backends.backends, triton.backends.backends.keys(); print('triton backends:', sorted(triton.backends.backends))"

@@ -1,6 +1,6 @@
 """Parser from printed TTGIR (``module.str()``) to our IR.
 
-libtriton's Python bindings cannot iterate blocks or read float/dense constants (DESIGN §9), so the
+libtriton's Python bindings cannot iterate blocks or read float/dense constants, so the
 printed module is the complete, stable interface. The parser works in two levels: a scanner that
 splits the text into ops, blocks and regions (every printed op ends with its `loc(...)`), and an
 interpreter of each op's own assembly format that finds operands, attributes and result types.

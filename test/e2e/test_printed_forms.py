@@ -1,0 +1,117 @@
+"""Attributes that ops print in their custom assembly (keywords, strings, `key = value` pairs, loop attributes)
+reach the lowering. Each case here was once dropped silently or refused; the references are torch and the
+IEEE rules Triton documents."""
+import math
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from triton.backends.apple.errors import UnsupportedFeatureError
+from triton.backends.apple.ir import IRParseError, parse_module
+
+
+@triton.jit
+def clamp_kernel(x_ptr, out_ptr, lo, hi, n, PROPAGATE: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + offs, mask=m)
+    if PROPAGATE:
+        y = tl.clamp(x, lo, hi, propagate_nan=tl.PropagateNan.ALL)
+    else:
+        y = tl.clamp(x, lo, hi)
+    tl.store(out_ptr + offs, y, mask=m)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_clamp_propagate_nan_all_returns_nan(dtype, device):
+    x = torch.tensor([float("nan"), -3.0, 0.5, 7.0, float("inf"), -float("inf")], dtype=dtype, device=device)
+    out = torch.empty_like(x)
+    clamp_kernel[(1, )](x, out, -1.0, 2.0, x.numel(), PROPAGATE=True, BLOCK=8)
+    ref = torch.clamp(x.float(), -1.0, 2.0).to(dtype)  # torch propagates NaN
+    assert math.isnan(out[0].item())
+    assert torch.equal(out[1:].cpu(), ref[1:].cpu())
+
+
+def test_clamp_without_propagation_ignores_nan(device):
+    # propagate_nan=NONE: min(max(x, lo), hi) with NaN-ignoring max/min, i.e. NaN clamps to lo
+    x = torch.tensor([float("nan"), 5.0], device=device)
+    out = torch.empty_like(x)
+    clamp_kernel[(1, )](x, out, -1.0, 2.0, 2, PROPAGATE=False, BLOCK=2)
+    assert out.cpu().tolist() == [-1.0, 2.0]
+
+
+@triton.jit
+def fp8_sign_kernel(x_ptr, abs_ptr, neg_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs)
+    tl.store(abs_ptr + offs, tl.abs(x))
+    tl.store(neg_ptr + offs, -x)
+
+
+@pytest.mark.parametrize("dtype", [torch.float8_e5m2, torch.float8_e4m3fn])
+def test_fp8_abs_and_neg_act_on_the_sign_bit(dtype, device):
+    bits = torch.arange(256, dtype=torch.int32).to(torch.uint8)
+    x = bits.view(dtype).to(device)
+    a, n = torch.empty_like(x), torch.empty_like(x)
+    fp8_sign_kernel[(1, )](x, a, n, BLOCK=256)
+    got_abs = a.cpu().view(torch.uint8).int()
+    got_neg = n.cpu().view(torch.uint8).int()
+    assert torch.equal(got_abs, bits.int() & 0x7F)
+    assert torch.equal(got_neg, bits.int() ^ 0x80)
+
+
+def test_round_toward_zero_to_fp8_is_refused_not_rounded_to_nearest():
+
+    @triton.jit
+    def k(x_ptr, out_ptr):
+        x = tl.load(x_ptr + tl.arange(0, 32))
+        tl.store(out_ptr + tl.arange(0, 32), x.to(tl.float8e5, fp_downcast_rounding="rtz"))
+
+    with pytest.raises(UnsupportedFeatureError, match="round-toward-zero conversion to fp8"):
+        k[(1, )](torch.zeros(32), torch.zeros(32, dtype=torch.float8_e5m2))
+
+
+@triton.jit
+def pipelined_sum(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    for i in tl.range(0, n, BLOCK, num_stages=3, loop_unroll_factor=2, flatten=True,
+                      disallow_acc_multi_buffer=True):
+        offs = i + tl.arange(0, BLOCK)
+        acc += tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+    tl.debug_barrier()
+    tl.store(out_ptr + tl.arange(0, BLOCK), acc)
+
+
+def test_loop_hints_and_debug_barrier(device):
+    x = torch.randn(1000, device=device)
+    out = torch.empty(64, device=device)
+    pipelined_sum[(1, )](x, out, 1000, BLOCK=64)
+    ref = torch.nn.functional.pad(x.cpu(), (0, 24)).view(-1, 64).sum(0)
+    torch.testing.assert_close(out.cpu(), ref, rtol=1e-5, atol=1e-5)
+
+
+_TTGIR = """#blocked = #ttg.blocked<{sizePerThread = [1], threadsPerWarp = [32], warpsPerCTA = [1], order = [0]}>
+module attributes {"ttg.num-ctas" = 1 : i32, "ttg.num-warps" = 1 : i32, "ttg.threads-per-warp" = 32 : i32} {
+  tt.func public @k(%x: !tt.ptr<f32>) {
+    %0 = tt.get_program_id x : i32 loc(#loc)
+    %1 = arith.cmpi slt, %0, %0 : i32 loc(#loc)
+    %2 = tt.frobnicate wildly, %0 : i32 loc(#loc)
+    tt.return loc(#loc)
+  } loc(#loc)
+} loc(#loc)
+#loc = loc(unknown)
+"""
+
+
+def test_reader_refuses_forms_it_does_not_know():
+    with pytest.raises(IRParseError, match=r"tt.frobnicate: unknown keyword\(s\) \['wildly'\]"):
+        parse_module(_TTGIR)
+
+
+def test_reader_names_keywords_as_attributes():
+    mod = parse_module(_TTGIR.replace("    %2 = tt.frobnicate wildly, %0 : i32 loc(#loc)\n", ""))
+    pid, cmp = list(mod.kernel.walk())[:2]
+    assert pid.attrs["axis"] == "x"
+    assert cmp.attrs["predicate"] == "slt"
