@@ -277,3 +277,30 @@ def test_bfloat_sign_bits_in_registers(emu):
         assert o[i][4] == bits[i] and (o[i][5] & 0xFFFFFFFF) == bits[i] | (cbits[i] << 16)
         a = min(abs(float(x[i])), 448.0)
         assert o[i][6] == (neg << 7) | (round(a * 512) if a < 2**-6 else min(int(a), 255)), (x[i], o[i][6])
+
+
+SAT = msl("""
+kernel void sat(device const char* a [[buffer(0)]], device const char* b [[buffer(1)]],
+                device char* s [[buffer(2)]], device uchar* u [[buffer(3)]], uint i [[thread_position_in_grid]]) {
+    s[4 * i + 0] = addsat(a[i], b[i]);
+    s[4 * i + 1] = subsat(a[i], b[i]);
+    u[4 * i + 0] = addsat(uchar(a[i]), uchar(b[i]));
+    u[4 * i + 1] = subsat(uchar(a[i]), uchar(b[i]));
+}
+""")
+
+
+def test_saturating_add_and_subtract(emu):
+    k = emu.compile_msl(SAT, "sat")
+    pairs = [(100, 100), (-100, -100), (-100, 100), (100, -100), (5, 3), (-128, 1), (127, -1), (0, -128)]
+    a = torch.tensor([p[0] for p in pairs], dtype=torch.int8)
+    b = torch.tensor([p[1] for p in pairs], dtype=torch.int8)
+    s = torch.zeros(4 * len(pairs), dtype=torch.int8)
+    u = torch.zeros(4 * len(pairs), dtype=torch.uint8)
+    k.launch(grid=1, threadgroup=len(pairs), buffers=[a, b, s, u])
+    for i, (x, y) in enumerate(pairs):
+        ux, uy = x & 0xFF, y & 0xFF
+        assert s[4 * i].item() == max(-128, min(127, x + y)), (x, y)
+        assert s[4 * i + 1].item() == max(-128, min(127, x - y)), (x, y)
+        assert u[4 * i].item() == min(255, ux + uy), (x, y)
+        assert u[4 * i + 1].item() == max(0, ux - uy), (x, y)

@@ -560,23 +560,21 @@ __TT_ITEMPLATE inline T mul24(T a, T b) { return (T)(a * b); }
 __TT_ITEMPLATE inline T mad24(T a, T b, T c) { return (T)(a * b + c); }
 __TT_ITEMPLATE inline T hadd(T x, T y) { return (T)((x >> 1) + (y >> 1) + (x & y & 1)); }
 __TT_ITEMPLATE inline T rhadd(T x, T y) { return (T)((x >> 1) + (y >> 1) + ((x | y) & 1)); }
-__TT_ITEMPLATE inline T addsat(T x, T y) {
-  T r;
-  if (!__builtin_add_overflow(x, y, &r))
-    return r;
+/* The saturated result of x + y or x - y that overflowed: for signed T the overflow goes the way of x's sign
+   (y has x's sign in an overflowing add, the opposite one in a subtract); unsigned T saturates to `limit`. */
+__TT_ITEMPLATE inline T __tt_saturated(T x, T limit) {
   if constexpr (__TT_ISIGNED(T))
     return x < 0 ? numeric_limits<T>::min() : numeric_limits<T>::max();
   else
-    return numeric_limits<T>::max();
+    return limit;
+}
+__TT_ITEMPLATE inline T addsat(T x, T y) {
+  T r;
+  return __builtin_add_overflow(x, y, &r) ? __tt_saturated(x, numeric_limits<T>::max()) : r;
 }
 __TT_ITEMPLATE inline T subsat(T x, T y) {
   T r;
-  if (!__builtin_sub_overflow(x, y, &r))
-    return r;
-  if constexpr (__TT_ISIGNED(T))
-    return x < 0 ? numeric_limits<T>::min() : numeric_limits<T>::max();
-  else
-    return (T)0;
+  return __builtin_sub_overflow(x, y, &r) ? __tt_saturated(x, (T)0) : r;
 }
 __TT_ITEMPLATE inline T madsat(T a, T b, T c) {
   T p;
@@ -829,12 +827,15 @@ using atomic_ulong = atomic<ulong>;
                              "Metal atomic functions support memory_order_relaxed only", "error")))
 
 namespace __atomic_impl {
-template <class T, bool TG> constexpr void check_rmw() {
+template <class T, bool TG> constexpr void check_basic() {
   static_assert(!(TG && __tt::is_same<T, float>::value),
                 "Metal: atomic_float is only supported in device memory, not in threadgroup memory");
   static_assert(!__tt::is_same<T, ulong>::value,
                 "Metal: 64-bit atomics (atomic_ulong) support only atomic_max_explicit/atomic_min_explicit "
                 "on device memory");
+}
+template <class T, bool TG> constexpr void check_rmw() {
+  check_basic<T, TG>();
   static_assert(!__tt::is_same<T, bool>::value,
                 "Metal: atomic_bool supports load, store, exchange and compare-exchange only");
 }
@@ -842,13 +843,6 @@ template <class T, bool TG> constexpr void check_int_rmw() {
   check_rmw<T, TG>();
   static_assert(__tt::is_same<T, int>::value || __tt::is_same<T, uint>::value,
                 "Metal: this atomic operation exists for atomic_int and atomic_uint only");
-}
-template <class T, bool TG> constexpr void check_basic() {
-  static_assert(!(TG && __tt::is_same<T, float>::value),
-                "Metal: atomic_float is only supported in device memory, not in threadgroup memory");
-  static_assert(!__tt::is_same<T, ulong>::value,
-                "Metal: 64-bit atomics (atomic_ulong) support only atomic_max_explicit/atomic_min_explicit "
-                "on device memory");
 }
 template <class T> inline T *ptr(atomic<T> *a) { return &a->__tt_value; }
 template <class T> inline bool cas(T *p, T *expected, T desired) {
@@ -883,18 +877,37 @@ template <class T> inline T fetch_minmax(T *p, T v, bool is_max) {
 }
 } // namespace __atomic_impl
 
+#define __TT_ATOMIC_PTR __atomic_impl::ptr((atomic<T> *)obj)
+/* compare_exchange_{weak,strong}: both strong here (a host CAS never fails spuriously). */
+#define __TT_ATOMIC_CAS(AS, TG, KIND)                                                                  \
+  template <class T>                                                                                   \
+  inline bool atomic_compare_exchange_##KIND##_explicit(volatile AS atomic<T> *obj,                   \
+                                                        __tt::identity_t<T> *expected,                 \
+                                                        __tt::identity_t<T> desired, memory_order succ, \
+                                                        memory_order fail) __TT_RELAXED(succ) __TT_RELAXED(fail) { \
+    __atomic_impl::check_basic<T, TG>();                                                               \
+    return __atomic_impl::cas(__TT_ATOMIC_PTR, expected, desired);                                     \
+  }
+/* atomic_fetch_<NAME>_explicit: CHECK restricts the types, EXPR computes the result from obj and v. */
+#define __TT_ATOMIC_RMW(AS, TG, NAME, CHECK, EXPR)                                                     \
+  template <class T>                                                                                   \
+  inline T atomic_fetch_##NAME##_explicit(volatile AS atomic<T> *obj, __tt::identity_t<T> v, memory_order order) \
+      __TT_RELAXED(order) {                                                                            \
+    __atomic_impl::CHECK<T, TG>();                                                                     \
+    return EXPR;                                                                                       \
+  }
 #define __TT_ATOMIC_FUNCS(AS, TG)                                                                      \
   template <class T>                                                                                   \
   inline void atomic_store_explicit(volatile AS atomic<T> *obj, __tt::identity_t<T> desired, memory_order order)     \
       __TT_RELAXED(order) {                                                                            \
     __atomic_impl::check_basic<T, TG>();                                                               \
-    __atomic_store(__atomic_impl::ptr((atomic<T> *)obj), &desired, __ATOMIC_RELAXED); /* any 32-bit T */ \
+    __atomic_store(__TT_ATOMIC_PTR, &desired, __ATOMIC_RELAXED); /* any 32-bit T */                    \
   }                                                                                                    \
   template <class T>                                                                                   \
   inline T atomic_load_explicit(const volatile AS atomic<T> *obj, memory_order order) __TT_RELAXED(order) {          \
     __atomic_impl::check_basic<T, TG>();                                                               \
     T value;                                                                                           \
-    __atomic_load(__atomic_impl::ptr((atomic<T> *)obj), &value, __ATOMIC_RELAXED);                     \
+    __atomic_load(__TT_ATOMIC_PTR, &value, __ATOMIC_RELAXED);                                          \
     return value;                                                                                      \
   }                                                                                                    \
   template <class T>                                                                                   \
@@ -902,68 +915,24 @@ template <class T> inline T fetch_minmax(T *p, T v, bool is_max) {
       __TT_RELAXED(order) {                                                                            \
     __atomic_impl::check_basic<T, TG>();                                                               \
     T previous;                                                                                        \
-    __atomic_exchange(__atomic_impl::ptr((atomic<T> *)obj), &desired, &previous, __ATOMIC_RELAXED);    \
+    __atomic_exchange(__TT_ATOMIC_PTR, &desired, &previous, __ATOMIC_RELAXED);                         \
     return previous;                                                                                   \
   }                                                                                                    \
-  template <class T>                                                                                   \
-  inline bool atomic_compare_exchange_weak_explicit(volatile AS atomic<T> *obj, __tt::identity_t<T> *expected,      \
-                                                    __tt::identity_t<T> desired, memory_order succ,    \
-                                                    memory_order fail) __TT_RELAXED(succ) __TT_RELAXED(fail) {     \
-    __atomic_impl::check_basic<T, TG>();                                                               \
-    return __atomic_impl::cas(__atomic_impl::ptr((atomic<T> *)obj), expected, desired);                \
-  }                                                                                                    \
-  template <class T>                                                                                   \
-  inline bool atomic_compare_exchange_strong_explicit(volatile AS atomic<T> *obj, __tt::identity_t<T> *expected,    \
-                                                      __tt::identity_t<T> desired, memory_order succ,  \
-                                                      memory_order fail) __TT_RELAXED(succ) __TT_RELAXED(fail) {   \
-    __atomic_impl::check_basic<T, TG>();                                                               \
-    return __atomic_impl::cas(__atomic_impl::ptr((atomic<T> *)obj), expected, desired);                \
-  }                                                                                                    \
-  template <class T>                                                                                   \
-  inline T atomic_fetch_add_explicit(volatile AS atomic<T> *obj, __tt::identity_t<T> v, memory_order order)          \
-      __TT_RELAXED(order) {                                                                            \
-    __atomic_impl::check_rmw<T, TG>();                                                                 \
-    return __atomic_fetch_add(__atomic_impl::ptr((atomic<T> *)obj), v, __ATOMIC_RELAXED);              \
-  }                                                                                                    \
-  template <class T>                                                                                   \
-  inline T atomic_fetch_sub_explicit(volatile AS atomic<T> *obj, __tt::identity_t<T> v, memory_order order)          \
-      __TT_RELAXED(order) {                                                                            \
-    __atomic_impl::check_rmw<T, TG>();                                                                 \
-    return __atomic_fetch_sub(__atomic_impl::ptr((atomic<T> *)obj), v, __ATOMIC_RELAXED);              \
-  }                                                                                                    \
-  template <class T>                                                                                   \
-  inline T atomic_fetch_and_explicit(volatile AS atomic<T> *obj, __tt::identity_t<T> v, memory_order order)          \
-      __TT_RELAXED(order) {                                                                            \
-    __atomic_impl::check_int_rmw<T, TG>();                                                             \
-    return __atomic_fetch_and(__atomic_impl::ptr((atomic<T> *)obj), v, __ATOMIC_RELAXED);              \
-  }                                                                                                    \
-  template <class T>                                                                                   \
-  inline T atomic_fetch_or_explicit(volatile AS atomic<T> *obj, __tt::identity_t<T> v, memory_order order)           \
-      __TT_RELAXED(order) {                                                                            \
-    __atomic_impl::check_int_rmw<T, TG>();                                                             \
-    return __atomic_fetch_or(__atomic_impl::ptr((atomic<T> *)obj), v, __ATOMIC_RELAXED);               \
-  }                                                                                                    \
-  template <class T>                                                                                   \
-  inline T atomic_fetch_xor_explicit(volatile AS atomic<T> *obj, __tt::identity_t<T> v, memory_order order)          \
-      __TT_RELAXED(order) {                                                                            \
-    __atomic_impl::check_int_rmw<T, TG>();                                                             \
-    return __atomic_fetch_xor(__atomic_impl::ptr((atomic<T> *)obj), v, __ATOMIC_RELAXED);              \
-  }                                                                                                    \
-  template <class T>                                                                                   \
-  inline T atomic_fetch_min_explicit(volatile AS atomic<T> *obj, __tt::identity_t<T> v, memory_order order)          \
-      __TT_RELAXED(order) {                                                                            \
-    __atomic_impl::check_int_rmw<T, TG>();                                                             \
-    return __atomic_impl::fetch_minmax(__atomic_impl::ptr((atomic<T> *)obj), v, false);                \
-  }                                                                                                    \
-  template <class T>                                                                                   \
-  inline T atomic_fetch_max_explicit(volatile AS atomic<T> *obj, __tt::identity_t<T> v, memory_order order)          \
-      __TT_RELAXED(order) {                                                                            \
-    __atomic_impl::check_int_rmw<T, TG>();                                                             \
-    return __atomic_impl::fetch_minmax(__atomic_impl::ptr((atomic<T> *)obj), v, true);                 \
-  }
+  __TT_ATOMIC_CAS(AS, TG, weak)                                                                        \
+  __TT_ATOMIC_CAS(AS, TG, strong)                                                                      \
+  __TT_ATOMIC_RMW(AS, TG, add, check_rmw, __atomic_fetch_add(__TT_ATOMIC_PTR, v, __ATOMIC_RELAXED))    \
+  __TT_ATOMIC_RMW(AS, TG, sub, check_rmw, __atomic_fetch_sub(__TT_ATOMIC_PTR, v, __ATOMIC_RELAXED))    \
+  __TT_ATOMIC_RMW(AS, TG, and, check_int_rmw, __atomic_fetch_and(__TT_ATOMIC_PTR, v, __ATOMIC_RELAXED)) \
+  __TT_ATOMIC_RMW(AS, TG, or, check_int_rmw, __atomic_fetch_or(__TT_ATOMIC_PTR, v, __ATOMIC_RELAXED))  \
+  __TT_ATOMIC_RMW(AS, TG, xor, check_int_rmw, __atomic_fetch_xor(__TT_ATOMIC_PTR, v, __ATOMIC_RELAXED)) \
+  __TT_ATOMIC_RMW(AS, TG, min, check_int_rmw, __atomic_impl::fetch_minmax(__TT_ATOMIC_PTR, v, false))  \
+  __TT_ATOMIC_RMW(AS, TG, max, check_int_rmw, __atomic_impl::fetch_minmax(__TT_ATOMIC_PTR, v, true))
 __TT_ATOMIC_FUNCS(__TT_DEV, false)
 __TT_ATOMIC_FUNCS(__TT_TG, true)
 #undef __TT_ATOMIC_FUNCS
+#undef __TT_ATOMIC_RMW
+#undef __TT_ATOMIC_CAS
+#undef __TT_ATOMIC_PTR
 
 /* 64-bit atomics (MSL 2.4, Apple9): only max/min on device memory, no return value. */
 inline void atomic_max_explicit(volatile __TT_DEV atomic_ulong *obj, ulong v, memory_order order) __TT_RELAXED(order) {

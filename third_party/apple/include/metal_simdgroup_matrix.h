@@ -15,6 +15,12 @@
 namespace __sgm {
 inline uint row(uint lane) { return 4u * (lane >> 4) + ((lane >> 1) & 3u); }
 inline uint col(uint lane, uint j) { return 4u * ((lane >> 3) & 1u) + 2u * (lane & 1u) + j; }
+/* Where element j of `lane` lives in the memory that simdgroup_load/store read or write. */
+inline ulong offset(uint lane, uint j, ulong elements_per_row, ulong2 origin, bool transpose) {
+  ulong r = row(lane), c = col(lane, j);
+  return transpose ? (origin.y + c) * elements_per_row + origin.x + r
+                   : (origin.y + r) * elements_per_row + origin.x + c;
+}
 template <class T> struct is_elem { static constexpr bool value = false; };
 template <> struct is_elem<float> { static constexpr bool value = true; };
 template <> struct is_elem<half> { static constexpr bool value = true; };
@@ -72,15 +78,8 @@ template <class T, int R, int C> inline simdgroup_matrix<T, R, C> make_filled_si
                              bool transpose_matrix = false, __TT_SITE_PARAMS) {                        \
     uint lane;                                                                                         \
     __sgm::all_lanes("simdgroup_load", nullptr, 0, __TT_SITE_ARGS, &lane);                             \
-    for (uint j = 0; j < 2; ++j) {                                                                     \
-      ulong r = __sgm::row(lane), c = __sgm::col(lane, j);                                             \
-      if (transpose_matrix) {                                                                          \
-        ulong t = r;                                                                                   \
-        r = c;                                                                                         \
-        c = t;                                                                                         \
-      }                                                                                                \
-      d.__e[j] = src[(matrix_origin.y + r) * elements_per_row + matrix_origin.x + c];                  \
-    }                                                                                                  \
+    for (uint j = 0; j < 2; ++j)                                                                       \
+      d.__e[j] = src[__sgm::offset(lane, j, elements_per_row, matrix_origin, transpose_matrix)];       \
   }
 __TT_SGM_LOAD(__TT_TG)
 __TT_SGM_LOAD(__TT_DEV)
@@ -94,15 +93,8 @@ __TT_SGM_LOAD(__TT_CONSTANT)
                               bool transpose_matrix = false, __TT_SITE_PARAMS) {                       \
     uint lane;                                                                                         \
     __sgm::all_lanes("simdgroup_store", nullptr, 0, __TT_SITE_ARGS, &lane);                            \
-    for (uint j = 0; j < 2; ++j) {                                                                     \
-      ulong r = __sgm::row(lane), c = __sgm::col(lane, j);                                             \
-      if (transpose_matrix) {                                                                          \
-        ulong t = r;                                                                                   \
-        r = c;                                                                                         \
-        c = t;                                                                                         \
-      }                                                                                                \
-      dst[(matrix_origin.y + r) * elements_per_row + matrix_origin.x + c] = a.__e[j];                  \
-    }                                                                                                  \
+    for (uint j = 0; j < 2; ++j)                                                                       \
+      dst[__sgm::offset(lane, j, elements_per_row, matrix_origin, transpose_matrix)] = a.__e[j];       \
   }
 __TT_SGM_STORE(__TT_TG)
 __TT_SGM_STORE(__TT_DEV)

@@ -38,14 +38,8 @@ class EmulatorLaunchError(EmulatorError):
                  is_write: Optional[bool] = None, threadgroup: Optional[Tuple[int, int, int]] = None,
                  thread: Optional[int] = None, msl_lines: Sequence[int] = ()):
         super().__init__(message)
-        self.kind = kind
-        self.kernel_name = kernel_name
-        self.param = param
-        self.slot = slot
-        self.index = index
-        self.is_write = is_write
-        self.threadgroup = threadgroup
-        self.thread = thread
+        self.kind, self.kernel_name, self.param, self.slot = kind, kernel_name, param, slot
+        self.index, self.is_write, self.threadgroup, self.thread = index, is_write, threadgroup, thread
         self.msl_lines: List[int] = sorted(set(int(n) for n in msl_lines))
 
 
