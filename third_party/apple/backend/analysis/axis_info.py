@@ -55,7 +55,8 @@ class AxisInfoAnalysis:
         self._scalar_div: Dict[int, int] = {}
         for arg, attrs in zip(fn.args, fn.arg_attrs or [{}] * len(fn.args)):
             self._scalar_div[id(arg)] = int((attrs or {}).get("tt.divisibility", 1))
-        self._visit_ops(fn.body.entry.ops)
+        for block in fn.body.blocks:  # region order: a block's operands are defined in blocks printed before it
+            self._visit_ops(block.ops)
 
     def _visit_ops(self, ops) -> None:
         for op in ops:

@@ -3,7 +3,7 @@ by `printer.py`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from .types import Type
 
@@ -71,6 +71,8 @@ class Op:
         self.loc = loc
         self.text = text
         self.parent: Optional[Block] = None
+        # branch ops (cf.br, cf.cond_br): (target block, values passed to its arguments), in operand order
+        self.successors: List[Tuple["Block", List[Value]]] = []
         for r in results:
             r.owner = self
         for reg in regions:

@@ -21,6 +21,8 @@ class IRParseError(Exception):
 
 
 _VALUE_RE = re.compile(r"%[A-Za-z0-9_$.\-]+(?:#\d+)?")
+# `@name` or `@"name with other characters"` (MLIR quotes symbol names that are not bare identifiers)
+_SYMBOL_RE = re.compile(r'@(?:([A-Za-z0-9_$.]+)|"((?:[^"\\]|\\.)*)")')
 _REGION_MARK = "\x00R{}\x00"
 _STRING_RE = re.compile(r'"((?:[^"\\]|\\.)*)"')
 _PAIR_RE = re.compile(r"(?<![\w%#.])([A-Za-z_][A-Za-z0-9_]*) = ([A-Za-z0-9_.+\-]+)")
@@ -311,9 +313,16 @@ class _Scanner:
         self.pos = 0
 
     def skip_ws(self) -> None:
+        """Skip white space and `// ...` comments (MLIR prints `// pred: ^bb0` after block labels)."""
         t = self.text
-        while self.pos < len(t) and t[self.pos] in " \t\r\n":
-            self.pos += 1
+        while self.pos < len(t):
+            if t[self.pos] in " \t\r\n":
+                self.pos += 1
+            elif t.startswith("//", self.pos):
+                end = t.find("\n", self.pos)
+                self.pos = len(t) if end < 0 else end
+            else:
+                break
 
     def peek(self, s: str) -> bool:
         return self.text.startswith(s, self.pos)
@@ -374,6 +383,7 @@ class ModuleParser:
         self.locs = LocationTable(self.aliases)
         self.sc = _Scanner("\n".join(body_lines))
         self.values: Dict[str, Value] = {}
+        self._pending_successors: Dict[int, List[Tuple[str, List[Value]]]] = {}
 
     # -- module and functions -------------------------------------------------------------------
 
@@ -408,10 +418,10 @@ class ModuleParser:
                 public = vis == "public"
                 sc.pos += len(vis)
                 sc.skip_ws()
-        m = re.compile(r"@([A-Za-z0-9_$.]+)").match(sc.text, sc.pos)
+        m = _SYMBOL_RE.match(sc.text, sc.pos)
         if not m:
             raise IRParseError(f"expected function name at {sc.context()}")
-        name = m.group(1)
+        name = m.group(1) or m.group(2)
         sc.pos = m.end()
         self.values = {}
         arg_text = sc.read_balanced()[1:-1]
@@ -496,7 +506,20 @@ class ModuleParser:
             op = self.parse_op()
             op.parent = block
             block.ops.append(op)
+        self._resolve_successors(region)
         return region
+
+    def _resolve_successors(self, region: Region) -> None:
+        by_label = {b.label or "bb0": b for b in region.blocks}
+        for block in region.blocks:
+            for op in block.ops:
+                labels = self._pending_successors.pop(id(op), None)
+                if labels is None:
+                    continue
+                try:
+                    op.successors = [(by_label[label], args) for label, args in labels]
+                except KeyError as e:
+                    raise IRParseError(f"{op.name} branches to unknown block ^{e.args[0]}") from None
 
     def parse_block_header(self) -> Block:
         sc = self.sc
@@ -636,11 +659,12 @@ class ModuleParser:
             s = grp.read_balanced()
             attrs.update(parse_attr_dict(s, self.aliases))
             head_wo_attrs = head_wo_attrs[:i] + " " + head_wo_attrs[grp.pos:]
+        m = _SYMBOL_RE.search(head_wo_attrs)
+        if m:
+            attrs["callee"] = m.group(1) or m.group(2)
+            head_wo_attrs = head_wo_attrs[:m.start()] + "@" + head_wo_attrs[m.end():]
         if name != "arith.constant":
             head_wo_attrs = self._custom_attributes(name, head_wo_attrs, attrs)
-        m = re.search(r"@([A-Za-z0-9_$.]+)", head_wo_attrs)
-        if m:
-            attrs["callee"] = m.group(1)
         if name == "arith.constant":
             attrs["value"] = head_wo_attrs.strip()
         operands = [self._value(r) for r in _VALUE_RE.findall(_REGION_RE.sub(" ", head_wo_attrs))]
@@ -755,6 +779,30 @@ class ModuleParser:
         region = self._parse_region_at(region_pos[0], [iv] + iter_args)
         results = self._define(result_names, [v.type for v in iter_args], loc)
         return Op(name, operands, results, attrs, [region], loc, text)
+
+    def _op_cf_br(self, name, result_names, body, region_pos, loc, text) -> Op:
+        return self._branch(name, [], [body.strip()], loc, text)
+
+    def _op_cf_cond_br(self, name, result_names, body, region_pos, loc, text) -> Op:
+        cond, *targets = split_top(body)
+        return self._branch(name, [self._value(cond.strip())], [t.strip() for t in targets], loc, text)
+
+    def _branch(self, name: str, operands: List[Value], targets: List[str], loc: Location, text: str) -> Op:
+        """`^bb3` or `^bb3(%v, %w : type, type)`: successors are recorded by label (blocks may be printed
+        after the branch) and resolved when the function's region is complete."""
+        successors = []
+        for t in targets:
+            m = re.fullmatch(r"\^([A-Za-z0-9_]+)(?:\((.*)\))?", t, re.S)
+            if not m:
+                raise IRParseError(f"{name}: cannot read successor {t!r}")
+            args = []
+            if m.group(2):
+                values = m.group(2)[:find_top(m.group(2), " : ")] if find_top(m.group(2), " : ") >= 0 else m.group(2)
+                args = [self._value(v.strip()) for v in split_top(values)]
+            successors.append((m.group(1), args))
+        op = Op(name, operands + [a for _, args in successors for a in args], [], {}, [], loc, text)
+        self._pending_successors[id(op)] = successors
+        return op
 
     def _op_scf_if(self, name, result_names, body, region_pos, loc, text) -> Op:
         cond = _VALUE_RE.match(body)

@@ -80,7 +80,8 @@ class KernelContext:
     def function_name(self, fn: Function) -> str:
         """The MSL name of a `noinline` Triton function."""
         if fn.name not in self._function_names:
-            self._function_names[fn.name] = self.generated_name("fn_" + fn.name.split("__")[0])
+            # `module.path.name__<signature>`: keep the Python name
+            self._function_names[fn.name] = self.generated_name("fn_" + fn.name.rsplit(".", 1)[-1].split("__")[0])
         return self._function_names[fn.name]
 
     def add_debug_format(self, fmt: dict) -> int:

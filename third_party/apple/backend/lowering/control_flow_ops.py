@@ -1,5 +1,5 @@
-"""Lowering of structured control flow and calls: `scf.for/if/while/yield/condition`, `tt.call` and
-`tt.return`.
+"""Lowering of control flow and calls: `scf.for/if/while/yield/condition`, `tt.call`, `tt.return`, and
+function bodies made of several blocks (`cf.br`/`cf.cond_br`, from early returns).
 
 MSL has no goto, so every region maps onto a C block. Region results (loop-carried values, if results)
 are variables declared before the construct and assigned at its yield; yields go through temporaries
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import List, Sequence
 
-from ..ir import Op, Value
+from ..ir import Block, Op, Region, Value
 from .context import CONTEXT_PARAMS, DEBUG_PARAM
 from .emitter import FunctionEmitter, Lowered
 from .registry import OpFamily
@@ -140,3 +140,103 @@ def _call(em: FunctionEmitter, op: Op) -> None:
     arg_text += [r.name for r in results]
     arg_text += [name for _, name in CONTEXT_PARAMS + ([DEBUG_PARAM] if em.ctx.has_debug else [])]
     em.emit(f"{name}({', '.join(arg_text)});")
+
+
+def lower_body(em: FunctionEmitter, region: Region) -> None:
+    """Lower a function body: one block as it is, several (early `return`s make Triton emit `cf.br` /
+    `cf.cond_br` between blocks) as structured MSL."""
+    if len(region.blocks) == 1:
+        em.lower_block(region.entry.ops)
+        return
+    _StructuredCfg(em, region).emit(region.entry)
+
+
+class _StructuredCfg:
+    """MSL has no goto, so an acyclic CFG becomes nested code along its dominator tree: a block is emitted
+    inside the block that dominates it (so every value it uses is in scope). A branch to a block with one
+    incoming edge emits that block in place; a block with several incoming edges (a merge) is emitted
+    once, after its immediate dominator's branch, guarded by a flag each incoming edge sets after assigning
+    the block's arguments. Triton's frontend allows no `return` inside loops, so back edges are refused."""
+
+    def __init__(self, em: FunctionEmitter, region: Region):
+        self.em = em
+        entry = region.entry
+        order, on_stack, seen = [], set(), set()
+
+        def visit(b: Block) -> None:  # post-order DFS; a successor still on the stack closes a cycle
+            seen.add(id(b))
+            on_stack.add(id(b))
+            for target, _ in _successors(b):
+                if id(target) in on_stack:
+                    raise em.unsupported(f"a branch from ^{b.label} back to ^{target.label} forms a loop; only "
+                                         "structured loops (scf.for/scf.while) are supported")
+                if id(target) not in seen:
+                    visit(target)
+            on_stack.discard(id(b))
+            order.append(b)
+
+        visit(entry)
+        self.rpo = list(reversed(order))
+        index = {id(b): i for i, b in enumerate(self.rpo)}
+        preds = {id(b): [] for b in self.rpo}
+        for b in self.rpo:
+            for target, _ in _successors(b):
+                preds[id(target)].append(b)
+        idom = {id(entry): entry}
+        for b in self.rpo[1:]:  # acyclic: every predecessor comes earlier in reverse post-order
+            dom = preds[id(b)][0]
+            for p in preds[id(b)][1:]:
+                dom = _common_dominator(dom, p, idom, index)
+            idom[id(b)] = dom
+        self.merges = {id(b) for b in self.rpo if len(preds[id(b)]) > 1}
+        self.merges_under = {id(b): [m for m in self.rpo if id(m) in self.merges and idom[id(m)] is b]
+                             for b in self.rpo}
+        self.flags = {}
+        self.merge_args = {}
+
+    def emit(self, block: Block) -> None:
+        em = self.em
+        *body, term = block.ops
+        em.lower_block(body)
+        for m in self.merges_under[id(block)]:
+            self.merge_args[id(m)] = [em.declare(a) for a in m.args]
+            self.flags[id(m)] = em.temp("reach")
+            em.emit(f"bool {self.flags[id(m)]} = false;")
+        if term.name == "cf.br":
+            self._edge(*term.successors[0])
+        elif term.name == "cf.cond_br":
+            em.open(f"if ({em.get(term.operands[0]).name})")
+            self._edge(*term.successors[0])
+            em.else_()
+            self._edge(*term.successors[1])
+            em.close()
+        else:
+            em.lower_op(term)
+        for m in self.merges_under[id(block)]:
+            em.open(f"if ({self.flags[id(m)]})")
+            self.emit(m)
+            em.close()
+
+    def _edge(self, target: Block, args: List[Value]) -> None:
+        em = self.em
+        values = [em.get(a) for a in args]
+        if id(target) in self.merges:
+            assign(em, self.merge_args[id(target)], values)
+            em.emit(f"{self.flags[id(target)]} = true;")
+            return
+        for a, v in zip(target.args, values):
+            em.bind(a, v)
+        self.emit(target)
+
+
+def _successors(block: Block):
+    return block.ops[-1].successors if block.ops else []
+
+
+def _common_dominator(a: Block, b: Block, idom, index) -> Block:
+    while a is not b:
+        while index[id(a)] > index[id(b)]:
+            a = idom[id(a)]
+        while index[id(b)] > index[id(a)]:
+            b = idom[id(b)]
+    return a

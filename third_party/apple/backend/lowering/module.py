@@ -16,6 +16,7 @@ from ..ir import Function, Module
 from ..ir.types import PointerType, ScalarType, TensorType, Type
 from ..layouts import LayoutService
 from ..target import MAX_BUFFER_SLOTS
+from .control_flow_ops import lower_body
 from .context import BUILTIN_INPUTS, CONTEXT_PARAMS, DEBUG_PARAM, KernelContext
 from .emitter import FunctionEmitter, Lowered
 from .msl_types import msl_function_name
@@ -106,7 +107,7 @@ def _lower_callee(ctx: KernelContext, fn: Function) -> Tuple[str, FunctionEmitte
         lay = ctx.layouts.of(ty) if isinstance(ty, TensorType) else None
         params.append(f"thread {ct}* {name}" if lay is not None else f"thread {ct}& {name}")
         em.out_params.append(Lowered(name, ct, lay.num_regs if lay else None, False, lay))
-    em.lower_block(fn.body.entry.ops)
+    lower_body(em, fn.body)
     return f"static void {ctx.function_name(fn)}({', '.join(params + _context_params(ctx))})", em
 
 
@@ -143,7 +144,7 @@ def lower_module(module: Module, options) -> LoweredKernel:
     callees = [_lower_callee(ctx, f) for f in module.functions if f is not kernel_fn]
     em = FunctionEmitter(ctx, axis=AxisInfoAnalysis(kernel_fn))
     slots, param_text = _kernel_params(ctx, em, kernel_fn)
-    em.lower_block(kernel_fn.body.entry.ops)
+    lower_body(em, kernel_fn.body)
     if callees:
         ctx.uses_smem = True  # callees take tt_smem
     ctx.check_shared_bytes()
