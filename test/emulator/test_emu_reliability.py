@@ -488,3 +488,31 @@ def test_failing_launch_costs_about_what_a_launch_costs(emu):
     ok = sorted(timed(0) for _ in range(7))[3]
     bad = sorted(timed(5000 + i) for i in range(7))[3]
     assert bad < max(5 * ok, 0.005), (ok, bad)
+
+
+def test_launches_from_several_threads_take_turns(emu):
+    src = msl("""
+kernel void scale(device float* x [[buffer(0)]], constant float& s [[buffer(1)]],
+                  uint i [[thread_position_in_grid]]) {
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    x[i] = x[i] * s;
+}
+""")
+    k = emu.compile_msl(src, "scale")
+    errors = []
+
+    def work(t):
+        try:
+            for _ in range(20):
+                x = torch.full((256, ), float(t))
+                k.launch(grid=4, threadgroup=64, buffers=[x, emu.Scalar(2.0, "float")])
+                assert torch.equal(x, torch.full((256, ), 2.0 * t))
+        except BaseException as e:  # noqa: BLE001 - collected and asserted below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(t, )) for t in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []

@@ -1,8 +1,8 @@
 """simdgroup_matrix<T, 8, 8>: fragment layout, load/store (strides, origins, transposes, address spaces),
 multiply-accumulate over element types, a multi-simdgroup GEMM, strictness and compile errors.
 
-The fragment layout checked here is DESIGN §3's (the one MLX and metal-flash-attention rely on; the MSL spec
-leaves it unspecified): lane l holds row 4*(l>>4) + ((l>>1)&3) and columns 4*((l>>3)&1) + 2*(l&1) + j for
+The fragment layout checked here is the one in include/metal_simdgroup_matrix.h (the one MLX and
+metal-flash-attention rely on; the MSL spec leaves it unspecified): lane l holds row 4*(l>>4) + ((l>>1)&3) and columns 4*((l>>3)&1) + 2*(l&1) + j for
 thread_elements()[j]. `matrix_origin` is (x = column, y = row) in the memory being read or written; with
 `transpose_matrix` the 8x8 tile at that origin is transposed (element (r, c) of the matrix lives at
 (origin.y + c, origin.x + r) in memory).

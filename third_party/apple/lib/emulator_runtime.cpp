@@ -1642,9 +1642,24 @@ PoolSync *g_sync = new PoolSync();
 #define g_pool_cv (g_sync->pool_cv)
 #define g_done_cv (g_sync->done_cv)
 #define g_pool (g_sync->pool)
-uint64_t g_gen = 0;
+// Written under g_pool_mu; atomic so that the waiting sides can first spin on them for a few
+// microseconds (a condition-variable wake-up costs tens of microseconds, as much as a small launch).
+std::atomic<uint64_t> g_gen{0};
 Launch *g_cur = nullptr; // the running launch (between tt_emu_launch_begin and its final _wait)
-int g_nactive = 0, g_pending = 0;
+int g_nactive = 0;
+std::atomic<int> g_pending{0};
+const auto kSpin = std::chrono::microseconds(100);
+
+// Spins (yielding the CPU) until done() or kSpin has passed; true if done.
+template <class F> bool spin_until(F done) {
+  auto until = std::chrono::steady_clock::now() + kSpin;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() >= until)
+      return false;
+    sched_yield();
+  }
+  return true;
+}
 
 void setup_altstack(Worker *w) {
   if (!w->altstack) {
@@ -1664,6 +1679,11 @@ void *pool_main(void *arg) {
   uint64_t seen = 0;
   std::unique_lock<std::mutex> lk(g_pool_mu);
   for (;;) {
+    if (g_gen == seen) {
+      lk.unlock();
+      spin_until([&] { return g_gen.load() != seen; }); // launches often come back to back
+      lk.lock();
+    }
     g_pool_cv.wait(lk, [&] { return g_gen != seen; });
     seen = g_gen;
     if (w->id >= g_nactive)
@@ -2125,6 +2145,7 @@ TT_EXPORT int tt_emu_launch_begin(const tt_launch_desc *d, tt_launch_result *res
 TT_EXPORT int tt_emu_launch_wait(uint64_t token, uint32_t wait_ms) {
   using clock = std::chrono::steady_clock;
   Launch *L;
+  spin_until([] { return g_pending.load() == 0; });
   {
     std::unique_lock<std::mutex> lk(g_pool_mu);
     L = g_cur;
