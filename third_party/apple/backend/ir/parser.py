@@ -139,6 +139,14 @@ def parse_attr_value(s: str, aliases: Dict[str, str]):
     m = re.fullmatch(r"(-?\d+)(?:\s*:\s*[a-z0-9]+)?", s)
     if m:
         return int(m.group(1))
+    m = re.fullmatch(r"dense<(.*)>\s*:\s*tensor<((?:\d+x)+)[a-z0-9]+>", s, re.S)
+    if m:  # hints such as `dense<16> : tensor<2xi32>` (a splat) or `dense<[1, 16]> : tensor<2xi32>`
+        count = 1
+        for d in m.group(2).split("x")[:-1]:
+            count *= int(d)
+        inner = m.group(1).strip()
+        values = split_top(inner[1:-1]) if inner.startswith("[") else [inner] * count
+        return [parse_attr_value(v, aliases) for v in values]
     m = re.fullmatch(r"(-?[0-9.]+(?:e[+-]?\d+)?)\s*:\s*(f\d+|bf16)", s)
     if m:
         return float(m.group(1))

@@ -321,6 +321,15 @@ def _bitcast(em: FunctionEmitter, op: Op) -> None:
         elementwise(em, op, lambda a: f"as_type<{ct}>({a[0]})")
 
 
+@FAMILY.lowers("tt.int_to_ptr", "tt.ptr_to_int")
+def _int_ptr_cast(em: FunctionEmitter, op: Op) -> None:
+    """Pointers as 64-bit integers and back (pointer tables, e.g. grouped GEMM). The integer must be an
+    address the device can use: on the emulator a CPU tensor's data_ptr(); on Metal a buffer's GPU address
+    (an MPS tensor's data_ptr() is not one)."""
+    ct = em.ctype(elem_type(op.result))
+    elementwise(em, op, lambda a: f"reinterpret_cast<{ct}>({a[0]})")
+
+
 # -- math ----------------------------------------------------------------------------------------------
 
 # Float functions (keys of msl_helpers.METAL_MATH), computed in float and rounded back to the result type.

@@ -236,8 +236,8 @@ _SHUFFLE_VIA = {"char": "short", "uchar": "ushort"}
 
 def shuffle_helper(metal_fn: str, ctype: str) -> tuple:
     """(key, name, text) of the `tt_<metal_fn>(T v, ushort arg)` overload for MSL type `ctype`, over Metal's
-    `metal_fn` (`simd_shuffle`, `simd_shuffle_xor`, ...): 64-bit values move as two 32-bit halves, bool
-    and bfloat as 16-bit integers."""
+    `metal_fn` (`simd_shuffle`, `simd_shuffle_xor`, ...): 64-bit values and pointers move as two 32-bit
+    halves, bool and bfloat as 16-bit integers."""
     name = "tt_" + metal_fn
     head = f"static inline {ctype} {name}({ctype} v, ushort m) {{\n"
     if ctype in _SHUFFLE_DIRECT:
@@ -251,6 +251,9 @@ def shuffle_helper(metal_fn: str, ctype: str) -> tuple:
     elif ctype in ("long", "ulong"):
         body = (f"    uint2 parts = as_type<uint2>(v);\n    parts.x = {metal_fn}(parts.x, m);\n"
                 f"    parts.y = {metal_fn}(parts.y, m);\n    return as_type<{ctype}>(parts);\n")
+    elif ctype.endswith("*"):  # a device pointer moves as its 64-bit address
+        body = (f"    uint2 parts = as_type<uint2>(reinterpret_cast<ulong>(v));\n    parts.x = {metal_fn}(parts.x, m);\n"
+                f"    parts.y = {metal_fn}(parts.y, m);\n    return reinterpret_cast<{ctype}>(as_type<ulong>(parts));\n")
     else:
         raise ValueError(f"no {metal_fn} overload for MSL type {ctype}")
     return f"{name}:{ctype}", name, head + body + "}"
