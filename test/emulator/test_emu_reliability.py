@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from emu_helpers import emu, line_of, msl  # noqa: F401 (emu is a fixture)
+from triton.backends.apple.emulator.toolchain import KERNEL_LIB
 
 SPIN = msl("""
 kernel void spin(device int* flag [[buffer(0)]],
@@ -101,8 +102,8 @@ def _damage_edit(path):
 
 
 @pytest.mark.parametrize("target,damage", [
-    ("kernel.so", _damage_truncate),
-    ("kernel.so", _damage_garbage),
+    (KERNEL_LIB, _damage_truncate),
+    (KERNEL_LIB, _damage_garbage),
     ("fresh.metal", _damage_garbage),
     ("fresh.metal", _damage_edit),
     ("entry.cpp", _damage_truncate),
@@ -121,7 +122,7 @@ def test_damaged_cache_entry_is_rebuilt_with_one_warning(emu, fresh_cache, targe
     assert len(cache_warnings) == 1, [str(w.message) for w in caught]
     assert str(entry / target) in str(cache_warnings[0].message)
     assert not k2.cache_hit
-    assert emu.toolchain._verify(entry, ["kernel.so"]) is None  # intact again
+    assert emu.toolchain._verify(entry, [KERNEL_LIB]) is None  # intact again
     x = torch.zeros(4)
     k2.launch(grid=1, threadgroup=4, buffers=[x])
     assert torch.all(x > 0)
@@ -196,7 +197,8 @@ def test_compile_killed_halfway_leaves_nothing_that_breaks_the_next_one(emu, fre
         warnings.simplefilter("error")  # an unfinished entry is not damage: no warning
         k = emu.compile_msl(src, "fresh")
     assert not k.cache_hit
-    assert sorted(os.listdir(_entry_dir(k))) == [".lock", "entry.cpp", "fresh.metal", "kernel.so", "manifest.json"]
+    assert sorted(os.listdir(_entry_dir(k))) == sorted([".lock", "entry.cpp", "fresh.metal", KERNEL_LIB, "manifest.json"]
+                                                       + ([KERNEL_LIB + ".dSYM"] if sys.platform == "darwin" else []))
     x = torch.zeros(4)
     k.launch(grid=1, threadgroup=4, buffers=[x])
     assert torch.all(x > 0)

@@ -201,7 +201,9 @@ def find_symbolizer() -> Optional[str]:
     m = re.search(r"-(\d+)$", os.path.basename(cxx))
     names = ([f"llvm-symbolizer-{m.group(1)}"] if m else []) + ["llvm-symbolizer"]
     local = os.path.join(os.path.dirname(os.path.realpath(cxx)), "llvm-symbolizer")
-    for cand in [local] + [shutil.which(n) for n in names]:
+    # Xcode has no llvm-symbolizer; Homebrew's LLVM does
+    brew = ["/opt/homebrew/opt/llvm/bin/llvm-symbolizer", "/usr/local/opt/llvm/bin/llvm-symbolizer"] if IS_DARWIN else []
+    for cand in [local] + [shutil.which(n) for n in names] + brew:
         if cand and os.path.exists(cand):
             return cand
     return None
@@ -268,8 +270,12 @@ def _write_file(path: Path, data: bytes, executable: bool = False) -> None:
 
 
 def _unlink(path: Path) -> None:
+    """Remove a file, or a directory tree (a macOS .dSYM bundle)."""
     try:
-        os.unlink(path)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        else:
+            os.unlink(path)
     except FileNotFoundError:
         pass
 
@@ -335,7 +341,8 @@ def cached_entry(directory: Path, required: List[str], build: Callable[[Path], D
                     _unlink(p)
             build(directory)
             files = {name: _file_record(directory / name) for name in sorted(os.listdir(directory))
-                     if name not in (".lock", _MANIFEST) and not name.startswith(_TMP_PREFIX)}
+                     if name not in (".lock", _MANIFEST) and not name.startswith(_TMP_PREFIX)
+                     and (directory / name).is_file()}
             _write_file(directory / _MANIFEST, json.dumps({"files": files}, indent=1).encode())
             return False
         finally:
@@ -343,15 +350,22 @@ def cached_entry(directory: Path, required: List[str], build: Callable[[Path], D
 
 
 def _compile_into(cmd: List[str], out: Path, cwd: Path) -> subprocess.CompletedProcess:
-    """Run a compile whose output goes to a temporary, then rename it to `out` (executable mode)."""
+    """Run a compile whose output goes to a temporary, then rename it to `out` (executable mode). On macOS
+    clang also writes the debug information next to its output (`<output>.dSYM`, where llvm-symbolizer looks
+    for it): that bundle is renamed along."""
     tmp = _tmp_name(out.parent, out.name)
+    dsym, out_dsym = Path(str(tmp) + ".dSYM"), Path(str(out) + ".dSYM")
     res = _run(cmd + ["-o", str(tmp)], cwd)
     try:
         if res.returncode == 0:
             os.chmod(tmp, _mode(executable=True))
+            if dsym.is_dir():
+                _unlink(out_dsym)
+                os.replace(dsym, out_dsym)
             os.replace(tmp, out)
     finally:
         _unlink(tmp)
+        _unlink(dsym)
     return res
 
 
