@@ -52,9 +52,11 @@ ELEM_BYTES = {"bool": 1, "char": 1, "uchar": 1, "short": 2, "ushort": 2, "half":
 
 # ------------------------------------------------------------------------------------------------ compile
 
-def compile_like_jit(fn, args: Dict[str, object], constexprs: Dict[str, object], num_warps: int):
-    """triton.compile(ASTSource(...)) for the apple target with the JIT's specialisation of `args`."""
-    backend = make_backend(TARGET)
+def compile_like_jit(fn, args: Dict[str, object], constexprs: Dict[str, object], num_warps: int, target=None):
+    """triton.compile(ASTSource(...)) for an apple target (default TARGET) with the JIT's specialisation of
+    `args`."""
+    target = target or TARGET
+    backend = make_backend(target)
     signature, consts, attrs = {}, {}, {}
     for i, name in enumerate(fn.arg_names):
         # as JITFunction._pack_args: constexprs get an (empty) attribute entry too, floats and bools none
@@ -68,7 +70,7 @@ def compile_like_jit(fn, args: Dict[str, object], constexprs: Dict[str, object],
         if isinstance(key, str) or ty == "constexpr":
             attrs[(i, )] = backend.parse_attr(key if ty != "constexpr" else "")
     src = ASTSource(fn, signature, consts, attrs)
-    return triton.compile(src, target=TARGET, options={"num_warps": num_warps})
+    return triton.compile(src, target=target, options={"num_warps": num_warps})
 
 
 # ------------------------------------------------------------------------------------------------ TTGIR
