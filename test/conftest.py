@@ -23,7 +23,9 @@ def compile_for_apple(fn, signature: dict, constexprs: dict = None, num_warps: i
     for k in (constexprs or {}):
         sig[k] = "constexpr"
     src = ASTSource(fn, sig, consts)
-    return triton.compile(src, target=GPUTarget("metal", family, 32), options={"num_warps": num_warps, **options})
+    from triton.backends.apple.driver import device_mode, target_name
+    target = GPUTarget(target_name(device_mode()), family, 32)  # `cpu` on the emulator, `mps` on a Mac
+    return triton.compile(src, target=target, options={"num_warps": num_warps, **options})
 
 
 @pytest.fixture

@@ -38,13 +38,16 @@ class AppleOptions:
     launch_cooperative_grid: bool = False
     supported_fp8_dtypes: Tuple[str, ...] = ("fp8e5", "fp8e4nv")
     deprecated_fp8_dot_operand_dtypes: Tuple[str, ...] = ()
-    # Metal has no tf32: every dot is computed with ieee products (documented in README).
+    # Every dot is computed with IEEE float32 products: Metal has no tf32, and the split-precision
+    # emulations of float32 (tf32x3, bf16x3, bf16x6) are at most as accurate, so they are accepted and
+    # computed the IEEE way (documented in README).
     default_dot_input_precision: str = "ieee"
-    allowed_dot_input_precisions: Tuple[str, ...] = ("ieee", "tf32", "tf32x3")
+    allowed_dot_input_precisions: Tuple[str, ...] = ("ieee", "tf32", "tf32x3", "bf16x3", "bf16x6")
     max_num_imprecise_acc_default: int = 0
     extern_libs: Any = None
     sanitize_overflow: bool = False
-    backend_name: str = "apple"
+    # As upstream (`cuda`, `hip`): the name of the target compiled for, i.e. the torch device type.
+    backend_name: str = "cpu"
 
     def __post_init__(self):
         nw = self.num_warps
@@ -86,26 +89,39 @@ def _source_hash() -> str:
 
 
 class AppleBackend(BaseBackend):
-    """Compiles Triton IR to Metal Shading Language for `GPUTarget("metal", "appleN", 32)`."""
+    """Compiles Triton IR to Metal Shading Language for `GPUTarget(name, family, 32)`.
 
-    @staticmethod
-    def supports_target(target: GPUTarget) -> bool:
-        return target.backend == "metal"
+    Upstream names a target after the torch device type its kernels run on (docs/conventions.md): `mps` for
+    kernels launched on a Mac's GPU, `cpu` for the emulator (that name is served by the `cpu` entry point,
+    `cpu/compiler.py`). `metal`, this backend's earlier name, stays accepted as an alias: it is also the
+    emulator's target name when another installed backend owns `cpu`. `family` is `apple7`/`apple8`/`apple9`;
+    "" (what inductor passes for devices without a compute capability) means the default family.
+    """
+    TARGET_NAMES: Tuple[str, ...] = ("mps", "metal")
+
+    @classmethod
+    def supports_target(cls, target: GPUTarget) -> bool:
+        return target.backend in cls.TARGET_NAMES
 
     def __init__(self, target: GPUTarget) -> None:
         super().__init__(target)
-        if target.arch not in FAMILIES:
-            raise ValueError(f"apple backend: unknown GPU family {target.arch!r}; expected one of "
-                             f"{tuple(FAMILIES)}")
+        if target.arch in FAMILIES:
+            self.family = target.arch
+        elif target.arch in ("", None):
+            from .driver import default_family
+            self.family = default_family()
+        else:
+            raise ValueError(f"apple backend: unknown GPU family {target.arch!r} for target "
+                             f"{target.backend!r}; expected one of {tuple(FAMILIES)} (or \"\" for the default)")
         if target.warp_size != SIMD_WIDTH:
             raise ValueError(f"apple backend: SIMD-group width is {SIMD_WIDTH}, got warp_size={target.warp_size}")
         self.binary_ext = "msl"
 
     def hash(self) -> str:
-        return f"apple-{self.target.arch}-{_source_hash()}"
+        return f"apple-{self.target.backend}-{self.family}-{_source_hash()}"
 
     def parse_options(self, opts: dict) -> AppleOptions:
-        args = {"arch": self.target.arch}
+        args = {"arch": self.family, "backend_name": self.target.backend}
         fields = AppleOptions.__dataclass_fields__
         args.update({k: opts[k] for k in fields if k in opts and opts[k] is not None})
         return AppleOptions(**args)
@@ -151,9 +167,10 @@ class AppleBackend(BaseBackend):
     def make_msl(mod, metadata, opt: AppleOptions) -> bytes:
         from .ir import parse_module, print_module
         from .lowering import lower_module
-        from .passes import accelerate_matmul
+        from .passes import accelerate_matmul, widen_before_moves
         module = parse_module(mod if isinstance(mod, str) else mod.str())
         accelerate_matmul(module)
+        widen_before_moves(module)
         if knobs.dump_ir.get():
             print(f"// -----// apple IR after Apple passes //----- //\n{print_module(module)}", file=sys.stderr)
         kernel = lower_module(module, opt)

@@ -8,6 +8,10 @@ Which one runs is decided once per process:
 - anywhere else: the emulator ("emulator" mode), on torch CPU tensors. It is the active driver only when
   no other Triton driver (CUDA, ROCm) is active, so GPU machines keep working exactly as before.
 `TRITON_APPLE_DEVICE=emulator|metal|off` overrides the choice (`off`: this driver is never active).
+
+The target this driver reports is named after the torch device type the kernels run on, as upstream's are
+(docs/conventions.md): `GPUTarget("mps", family, 32)` on a Mac, `GPUTarget("cpu", family, 32)` on the emulator
+(`metal` when another installed backend owns the `cpu` name).
 """
 from __future__ import annotations
 
@@ -24,8 +28,8 @@ from triton.backends.driver import DriverBase
 
 from . import debug_buffer, knobs
 from .errors import KernelArgError
-from .target import (DEFAULT_FAMILY, MAX_THREADGROUP_MEMORY, MAX_THREADS_PER_THREADGROUP, MSL_TO_TORCH, SIMD_WIDTH,
-                     msl_of_signature)
+from .target import (DEFAULT_FAMILY, MAX_REGS_PER_THREAD, MAX_THREADGROUP_MEMORY, MAX_THREADS_PER_THREADGROUP,
+                     MSL_TO_TORCH, SIMD_WIDTH, family, msl_of_signature)
 
 
 def _mps_available() -> bool:
@@ -63,7 +67,38 @@ def device_mode() -> str:
 
 
 def default_family() -> str:
-    return knobs.family.get() or DEFAULT_FAMILY
+    """TRITON_APPLE_FAMILY, else the Mac's own family, else apple7 (the emulator's default)."""
+    return knobs.family.get() or (_mac_family() if _mps_available() else None) or DEFAULT_FAMILY
+
+
+@functools.lru_cache(None)
+def _mac_family() -> Optional[str]:  # pragma: no cover - needs a Mac
+    """The family of this Mac's GPU from its chip name ("Apple M2 Pro" -> apple8); None if unknown."""
+    brand = _sysctl("machdep.cpu.brand_string")
+    for chip, fam in (("M1", "apple7"), ("M2", "apple8"), ("M3", "apple9"), ("M4", "apple9")):
+        if f"Apple {chip}" in brand:
+            return fam
+    return None
+
+
+def _sysctl(name: str) -> str:  # pragma: no cover - needs a Mac
+    import subprocess
+    try:
+        return subprocess.run(["sysctl", "-n", name], capture_output=True, text=True, timeout=5).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def target_name(mode: str) -> str:
+    """The backend name of the target: the torch device type the kernels run on (`mps` or `cpu`), or `metal`
+    on the emulator when Triton's `cpu` name is not ours (a foreign `cpu` backend is installed and wins, or
+    the `cpu` entry point is not registered, as in an in-tree build)."""
+    if mode == "metal":
+        return "mps"
+    from triton.backends import backends
+    from .compiler import AppleBackend
+    cpu = backends.get("cpu")
+    return "cpu" if cpu is not None and issubclass(cpu.compiler, AppleBackend) else "metal"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -218,6 +253,55 @@ class EmulatorFunction:
         return self._kernel
 
 
+def registers_per_thread(max_threads: int, fam: str) -> int:
+    """Registers a kernel uses per thread, at most: Metal reports no register count, but a pipeline's
+    `maxTotalThreadsPerThreadgroup` drops below 1024 when its threads need more registers than one core's
+    register file holds for 1024 of them. So the count is bounded by register file / max threads, and by the
+    128 registers one thread can address. This bound is what `CompiledKernel.n_regs` reports (never 0)."""
+    return max(1, min(MAX_REGS_PER_THREAD, family(fam).regs_per_core // max(1, max_threads)))
+
+
+@functools.lru_cache(None)
+def _mac_gpu_cores() -> Optional[int]:  # pragma: no cover - needs a Mac
+    """GPU cores of this Mac (`gpu-core-count` of the AGX accelerator in the I/O registry), None if unknown."""
+    import re
+    import subprocess
+    try:
+        out = subprocess.run(["ioreg", "-rd1", "-c", "AGXAccelerator"], capture_output=True, text=True,
+                             timeout=5).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = re.search(r'"gpu-core-count"\s*=\s*(\d+)', out)
+    return int(m.group(1)) if m else None
+
+
+def device_properties(mode: str, fam: str) -> dict:
+    """What `driver.active.utils.get_device_properties` reports, in the units upstream's CUDA driver uses.
+
+    On a Mac: the Metal limits of every Apple family (target.py) and the family's facts from target.py's
+    Family table, with the GPU core count read from the machine. On the emulator (its documented profile,
+    docs/conventions.md): the emulated family's limits and clocks, so that code sizing tiles or computing
+    rooflines sees the Mac it compiles for; but `multiprocessor_count` is the number of host threads the
+    emulator spreads threadgroups over, which is what runs concurrently here (persistent kernels size their
+    grid with it)."""
+    fam_ = family(fam)
+    if mode == "metal":  # pragma: no cover - needs a Mac
+        cores = _mac_gpu_cores() or fam_.gpu_cores
+    else:
+        cores = knobs.emulator_threads.get() or os.cpu_count() or 1
+    return {
+        "multiprocessor_count": cores,  # NVIDIA: SMs; Apple: GPU cores
+        "max_shared_mem": MAX_THREADGROUP_MEMORY,  # bytes of threadgroup memory per threadgroup
+        "max_num_regs": fam_.regs_per_core,  # 32-bit registers per core (NVIDIA: per SM)
+        "warpSize": SIMD_WIDTH,
+        "sm_clock_rate": fam_.gpu_clock_mhz * 1000,  # kHz, as CUDA's clockRate
+        "mem_clock_rate": fam_.mem_clock_mhz * 1000,  # kHz: I/O clock, two transfers per cycle
+        "mem_bus_width": fam_.mem_bus_bits,  # bits
+        "max_threads_per_threadgroup": MAX_THREADS_PER_THREADGROUP,
+        "family": fam,
+    }
+
+
 class AppleUtils:
     """Module loading and device properties (`driver.active.utils`)."""
 
@@ -225,25 +309,24 @@ class AppleUtils:
         self.mode = mode
 
     def load_binary(self, name: str, kernel: bytes, shared: int, device: int):
+        """(module, function, n_regs, n_spills, max threads per threadgroup). n_regs is the upper bound of
+        `registers_per_thread`; n_spills is 0 (Metal reports no spills)."""
         source = kernel.decode() if isinstance(kernel, (bytes, bytearray)) else kernel
-        if self.mode == "metal":
+        fam = default_family()
+        if self.mode == "metal":  # pragma: no cover - needs a Mac
             import torch
             lib = torch.mps.compile_shader(source)
             fn = getattr(lib, name)
             max_threads = int(getattr(fn, "max_threads_per_threadgroup", MAX_THREADS_PER_THREADGROUP))
-            return lib, fn, 0, 0, max_threads
+            return lib, fn, registers_per_thread(max_threads, fam), 0, max_threads
         fn = EmulatorFunction(name, source)
-        return fn, fn, 0, 0, MAX_THREADS_PER_THREADGROUP
+        return fn, fn, registers_per_thread(MAX_THREADS_PER_THREADGROUP, fam), 0, MAX_THREADS_PER_THREADGROUP
 
     def unload_module(self, module) -> None:
         pass
 
     def get_device_properties(self, device) -> dict:
-        return {
-            "max_shared_mem": MAX_THREADGROUP_MEMORY, "multiprocessor_count": os.cpu_count() or 1,
-            "warpSize": SIMD_WIDTH, "max_num_regs": 0, "sm_clock_rate": 0, "mem_clock_rate": 0, "mem_bus_width": 0,
-            "max_threads_per_threadgroup": MAX_THREADS_PER_THREADGROUP
-        }
+        return device_properties(self.mode, default_family())
 
 
 class AppleLauncher:
@@ -258,7 +341,9 @@ class AppleLauncher:
         if not signature:  # kernels built from IR text: runtime arguments are the MSL parameters
             signature = {p["name"]: p["triton_type"] for p in params}
         self.plan = plan_arguments(self.name, signature, params)
-        self.mode = device_mode()
+        # Where the kernel runs follows what `load_binary` gave: an EmulatorFunction runs on the emulator (the
+        # `cpu` driver on a Mac too), anything else is a Metal function. Until a launch says, the device's mode.
+        self.mode = "emulator" if device_mode() != "metal" else "metal"
         self.locations = MslLocations(json.loads(getattr(metadata, "msl_locations", "[]") or "[]"))
         self.debug_formats = json.loads(getattr(metadata, "debug_formats", "[]") or "[]")
         self.has_debug = any(p["kind"] == "debug" for p in params)
@@ -280,6 +365,7 @@ class AppleLauncher:
                  exit_hook, *args):
         if gridX * gridY * gridZ == 0:
             return
+        self.mode = "emulator" if isinstance(function, EmulatorFunction) else "metal"
         bound = self.bind(args)
         debug = None
         if self.has_debug:
@@ -325,9 +411,11 @@ class AppleLauncher:
 
 class AppleDriver(DriverBase):
 
-    def __init__(self):
+    def __init__(self, mode: Optional[str] = None):
         super().__init__()
-        self.mode = device_mode()
+        self.mode = mode or device_mode()
+        if self.mode == "off":  # made active explicitly (TRITON_DEFAULT_BACKEND=apple): run on the emulator
+            self.mode = "emulator"
         self.utils = AppleUtils(self.mode)
         self.launcher_cls = AppleLauncher
 
@@ -341,7 +429,7 @@ class AppleDriver(DriverBase):
         return msl_of_signature(ty)
 
     def get_current_target(self) -> GPUTarget:
-        return GPUTarget("metal", default_family(), SIMD_WIDTH)
+        return GPUTarget(target_name(self.mode), default_family(), SIMD_WIDTH)
 
     def get_active_torch_device(self):
         import torch
@@ -372,3 +460,9 @@ class AppleDriver(DriverBase):
 
     def clear_cache(self, cache) -> None:
         cache.zero_()
+
+
+# Not device_mode(): Triton is still discovering its backends while this module is imported.
+if knobs.inductor_mps.get() and knobs.device.get() in ("", "metal") and _mps_available():  # pragma: no cover
+    from .inductor import enable_mps_when_inductor_loads
+    enable_mps_when_inductor_loads()

@@ -127,3 +127,8 @@ def all_knobs() -> List[Knob]:
     """Every knob of this module, in definition order."""
     return [v for v in globals().values() if isinstance(v, Knob)]
 
+
+# -- torch.compile ---------------------------------------------------------------------------------------
+inductor_mps = Knob("TRITON_APPLE_INDUCTOR_MPS", False,
+                    "let torch.compile generate Triton kernels for mps tensors through this backend instead of "
+                    "inductor's own Metal code generator (opt-in: never run on Apple hardware yet)", _flag)

@@ -19,18 +19,42 @@ MAX_BUFFER_SLOTS = 31  # [[buffer(0..30)]]
 
 @dataclass(frozen=True)
 class Family:
-    """One Apple GPU family and what differs between families."""
+    """One Apple GPU family and what differs between families.
+
+    The device properties Triton's tools read (`driver.active.utils.get_device_properties`) come from here
+    where Metal has no query for them. Apple publishes none of these figures; each names where it comes from:
+    - `gpu_cores`: GPU cores of the family's base chip (Apple's product pages); a Mac reports its own count.
+    - `regs_per_core`: 32-bit registers of one GPU core's register file, a lower bound measured by Asahi
+      Linux's reverse engineering of the M1 GPU (A. Rosenzweig, 2021: at least 208 KiB per core; up to
+      128 registers per thread). Not measured for later families, which are assumed to have no fewer.
+    - `gpu_clock_mhz`: the base chip's peak GPU clock. Apple states FP32 TFLOPS = cores x 128 lanes x 2 x
+      clock (M1 2.6, M2 3.6); the MHz are those P. Turner's metal-benchmarks reports (M1 1278, M2 1398);
+      M3's is the commonly reported figure, not one we measured.
+    - `mem_clock_mhz`, `mem_bus_bits`: the base chip's LPDDR I/O clock (half the transfer rate) and bus
+      width (M1 LPDDR4X-4266: 2 x 2133 MHz x 128 bits / 8 = 68.25 GB/s, Apple's figure; M2, M3 LPDDR5-6400:
+      102.4 GB/s, which Apple rounds to 100).
+    """
     name: str
     chips: str
     native_bfloat: bool  # bfloat arithmetic in hardware (MSL 3.1 type on every family; emulated on M1)
     atomic_ulong_min_max: bool  # 64-bit atomic min/max on device memory (MSL 2.4, Apple9)
+    gpu_cores: int = 8
+    regs_per_core: int = 208 * 1024 // 4
+    gpu_clock_mhz: int = 1278
+    mem_clock_mhz: int = 2133
+    mem_bus_bits: int = 128
 
 
 FAMILIES: Dict[str, Family] = {
-    "apple7": Family("apple7", "M1", native_bfloat=False, atomic_ulong_min_max=False),
-    "apple8": Family("apple8", "M2", native_bfloat=True, atomic_ulong_min_max=False),
-    "apple9": Family("apple9", "M3, M4", native_bfloat=True, atomic_ulong_min_max=True),
+    "apple7": Family("apple7", "M1", native_bfloat=False, atomic_ulong_min_max=False, gpu_cores=8,
+                     gpu_clock_mhz=1278, mem_clock_mhz=2133, mem_bus_bits=128),  # LPDDR4X-4266
+    "apple8": Family("apple8", "M2", native_bfloat=True, atomic_ulong_min_max=False, gpu_cores=10,
+                     gpu_clock_mhz=1398, mem_clock_mhz=3200, mem_bus_bits=128),  # LPDDR5-6400
+    "apple9": Family("apple9", "M3, M4", native_bfloat=True, atomic_ulong_min_max=True, gpu_cores=10,
+                     gpu_clock_mhz=1380, mem_clock_mhz=3200, mem_bus_bits=128),  # M3: LPDDR5-6400
 }
+# Registers one thread can address (Asahi Linux: 128 32-bit registers, i.e. 256 16-bit halves).
+MAX_REGS_PER_THREAD = 128
 DEFAULT_FAMILY = "apple7"
 
 

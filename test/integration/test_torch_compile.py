@@ -1,0 +1,155 @@
+"""torch.compile through Triton on the emulator: inductor's `cpu_backend="triton"` finds Triton's `cpu` backend
+through the `cpu` entry point alone (no code here registers anything) and runs every kernel it generates
+through the apple backend. Each case is compared against eager.
+
+The in-process cases compile with `compile_threads=1`; `test_subprocess_compile_workers` checks the same path
+in inductor's compile worker processes, which see only what the entry points register.
+"""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+import triton
+
+
+@pytest.fixture
+def inductor_triton_cpu():
+    import torch._dynamo
+    import torch._inductor.config as cfg
+    torch._dynamo.reset()
+    with cfg.patch(cpu_backend="triton", compile_threads=1):
+        yield
+    torch._dynamo.reset()
+
+
+def _close(got, want, atol, rtol=1e-5):
+    err = (got - want).abs().max().item()
+    assert torch.allclose(got, want, atol=atol, rtol=rtol), f"max |error| {err:.3e}"
+    return err
+
+
+def test_cpu_name_is_served_by_the_apple_backend():
+    from triton.backends.apple.cpu.compiler import AppleCpuBackend
+    from triton.backends.apple.cpu.driver import AppleCpuDriver
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler.compiler import make_backend
+    assert triton.backends.backends["cpu"].compiler is AppleCpuBackend
+    assert triton.backends.backends["cpu"].driver is AppleCpuDriver
+    assert not AppleCpuDriver.is_active()  # the `apple` driver stays the only active one
+    backend = make_backend(GPUTarget("cpu", "", 32))  # what inductor compiles for on a CPU device
+    assert isinstance(backend, AppleCpuBackend) and backend.family == "apple7"
+    assert backend.parse_options({}).backend_name == "cpu"
+    assert AppleCpuDriver().get_current_target() == GPUTarget("cpu", "apple7", 32)
+
+
+def test_pointwise_chain(inductor_triton_cpu):
+    from torch._inductor.utils import run_and_get_code
+
+    def f(x, y):
+        return torch.relu(x * 2 + y).sin() - torch.exp(y) * 0.5
+
+    x, y = torch.randn(1000, 33), torch.randn(1000, 33)
+    out, (code, ) = run_and_get_code(torch.compile(f), x, y)
+    assert "@triton.jit" in code and "set_driver_to_cpu()" in code  # inductor generated Triton for CPU
+    _close(out, f(x, y), atol=1e-5)
+
+
+@pytest.mark.slow
+def test_softmax(inductor_triton_cpu):
+    x = torch.randn(37, 300) * 4
+    _close(torch.compile(lambda t: torch.softmax(t, dim=-1))(x), torch.softmax(x, dim=-1), atol=1e-6)
+
+
+@pytest.mark.slow
+def test_layer_norm(inductor_triton_cpu):
+    ln = torch.nn.LayerNorm(96).eval()
+    with torch.no_grad():
+        ln.weight.normal_()
+        ln.bias.normal_()
+    x = torch.randn(50, 96)
+    with torch.no_grad():
+        _close(torch.compile(ln)(x), ln(x), atol=1e-5)
+
+
+def _mlp():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.Linear(64, 16))
+
+
+@pytest.mark.slow
+def test_two_layer_mlp(inductor_triton_cpu):
+    model = _mlp().eval()
+    x = torch.randn(40, 32)
+    with torch.no_grad():
+        _close(torch.compile(model)(x), model(x), atol=1e-5)
+
+
+@pytest.mark.slow
+def test_transformer_encoder_layer_eval(inductor_triton_cpu):
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(64, 4, dim_feedforward=128, batch_first=True).eval()
+    x = torch.randn(2, 10, 64)
+    with torch.no_grad():
+        _close(torch.compile(layer)(x), layer(x), atol=2e-5)
+
+
+@pytest.mark.slow
+def test_mlp_backward(inductor_triton_cpu):
+    ref, model = _mlp(), _mlp()
+    x, target = torch.randn(24, 32), torch.randn(24, 16)
+
+    def step(m):
+        loss = torch.nn.functional.mse_loss(m(x), target)
+        loss.backward()
+        return loss.detach()
+
+    _close(torch.compile(step)(model), step(ref), atol=1e-6)
+    for p, q in zip(model.parameters(), ref.parameters()):
+        _close(p.grad, q.grad, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_dynamic_shapes(inductor_triton_cpu):
+
+    def f(x):
+        return (x * torch.sigmoid(x)).sum(dim=-1) + x.amax(dim=-1)
+
+    cf = torch.compile(f, dynamic=True)
+    for rows, cols in ((7, 50), (19, 130), (3, 1)):  # one graph, sizes passed as kernel arguments
+        x = torch.randn(rows, cols)
+        _close(cf(x), f(x), atol=1e-4)
+
+
+SUBPROCESS_SCRIPT = textwrap.dedent("""
+    import torch
+    import torch._inductor.config as cfg
+    from torch._inductor.async_compile import AsyncCompile
+    cfg.cpu_backend = "triton"
+    cfg.compile_threads = 2
+    AsyncCompile.use_process_pool()
+    AsyncCompile._ready_future.result(timeout=300)  # the worker pool is up: kernels compile in workers
+    assert AsyncCompile.use_process_pool()
+
+    def f(x):
+        return torch.softmax(x * 3, dim=-1) + 1
+
+    x = torch.randn(64, 100)
+    err = (torch.compile(f)(x) - f(x)).abs().max().item()
+    print("max error", err)
+    assert err < 1e-6, err
+""")
+
+
+@pytest.mark.slow
+def test_subprocess_compile_workers(tmp_path):
+    """Inductor's worker processes compile the kernels (a worker that cannot find the `cpu` backend fails the
+    compile in the parent); nothing in the script registers a backend."""
+    env = dict(os.environ, TRITON_CACHE_DIR=str(tmp_path / "triton"), TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "ind"))
+    out = subprocess.run([sys.executable, "-c", SUBPROCESS_SCRIPT], capture_output=True, text=True, env=env,
+                         timeout=600)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "max error" in out.stdout
