@@ -1,0 +1,292 @@
+"""Device benchmarks for the Mac job: Triton kernels on the apple backend against torch, same device, same run.
+
+    python bench/device_bench.py [--sections launch,add,gemm,attention] [--size tiny|full] [--json out.json]
+
+On a Mac (MPS) the default size is "full"; on the emulator it is "tiny" (the emulator runs kernels on the
+CPU, thousands of times slower than a GPU: its numbers only prove that the benchmark runs and that every
+result is right). Sections:
+
+  launch     µs per launch of an empty kernel (1 tensor + 1 int, and 5 tensors + 9 ints), launched
+             back to back from Python and synchronised once at the end, against a torch op on the same
+             stream (`x.add_(1)` on a 1-element tensor): host wall-clock, median of 5 batches.
+  add        vector add (examples/kernels.py, 1024 per program) in GB/s (3 x 4 bytes per element) against
+             `torch.add(x, y, out=out)` and against the chip's peak DRAM bandwidth (bench/apple_chips.py).
+  gemm       fp16 and bf16 C = A @ B (the tutorial-style kernel of bench/mma_kernels.py, fp32
+             accumulation; the best of the tile configs in tutorial_kernels.MATMUL_CONFIGS at full size)
+             in TFLOP/s against `torch.mm`.
+  attention  flash-attention forward, fp16, head dim 64, non-causal and causal (bench/mma_kernels.py)
+             in TFLOP/s against `torch.nn.functional.scaled_dot_product_attention`.
+
+Every ratio is Triton / torch measured in this run; nothing asserts a speed. Every Triton result is checked
+against torch (a wrong result makes the exit status 1).
+
+Timing: `triton.testing.do_bench` (median), whose events come from the apple driver's device interface:
+`torch.mps` events on a Mac, host timestamps on the emulator (its launches return when the kernel is
+done). If do_bench fails on the device, the benchmark falls back to host timing (`torch.mps.synchronize()`
+around a loop, `time.perf_counter`) and says so in its output; `--timer host` asks for that directly.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Dict, List, Optional
+
+import torch
+import triton
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import apple_chips  # noqa: E402
+import tutorial_kernels as tk  # noqa: E402
+
+SIZES = {
+    "tiny": dict(launches=200, add=[1 << 16, 1 << 20], gemm=[128, 256], attention=[(2, 128)]),
+    "full": dict(launches=5000, add=[1 << 20, 1 << 22, 1 << 24, 1 << 26], gemm=[512, 1024, 2048, 4096],
+                 attention=[(16, 512), (16, 1024), (16, 2048), (8, 4096)]),
+}
+
+
+class Timer:
+    """Median milliseconds of fn() on the active device."""
+
+    def __init__(self, device: torch.device, mode: str, quick: bool):
+        self.device, self.mode, self.quick = device, mode, quick
+        self.fallback_reason: Optional[str] = None
+
+    def sync(self) -> None:
+        if self.device.type == "mps":
+            torch.mps.synchronize()
+
+    def host_ms(self, fn: Callable[[], object], reps: int) -> float:
+        fn()
+        self.sync()
+        samples = []
+        for _ in range(5):
+            t = time.perf_counter()
+            for _ in range(reps):
+                fn()
+            self.sync()
+            samples.append((time.perf_counter() - t) * 1e3 / reps)
+        return statistics.median(samples)
+
+    def __call__(self, fn: Callable[[], object]) -> float:
+        if self.mode == "do_bench" and self.fallback_reason is None:
+            try:
+                warmup, rep = (10, 40) if self.quick else (25, 100)
+                return float(triton.testing.do_bench(fn, warmup=warmup, rep=rep, return_mode="median"))
+            except Exception as e:  # noqa: BLE001 (reported once, then host timing)
+                self.fallback_reason = tk.describe_error(e)
+        fn()
+        self.sync()
+        t = time.perf_counter()
+        fn()
+        self.sync()
+        once = time.perf_counter() - t
+        return self.host_ms(fn, max(1, min(100, int(0.02 / max(once, 1e-6)))))
+
+
+def num(x: float) -> str:
+    """3 significant digits: GPU TFLOP/s and emulator MFLOP/s alike stay readable."""
+    return f"{x:.3g}"
+
+
+def table(head: List[str], rows: List[List[str]]) -> str:
+    widths = [max(len(str(r[i])) for r in rows + [head]) for i in range(len(head))]
+    fmt = "| " + " | ".join(f"{{:<{w}}}" for w in widths) + " |"
+    return "\n".join([fmt.format(*head), "|" + "|".join("-" * (w + 2) for w in widths) + "|"] +
+                     [fmt.format(*map(str, r)) for r in rows])
+
+
+def checked(launch: tk.Launch, failures: List[str], what: str) -> str:
+    """Runs the launch once and compares with torch; returns a table cell."""
+    try:
+        launch.call()
+        if launch_device(launch).type == "mps":
+            torch.mps.synchronize()
+        err = launch.error()
+    except Exception as e:  # noqa: BLE001 (reported in the table)
+        failures.append(f"{what}: {tk.describe_error(e)}")
+        return "FAIL (error)"
+    if err > launch.tol:
+        failures.append(f"{what}: max err/(1+|ref|) {err:.2e} > {launch.tol:.0e}")
+        return f"FAIL {err:.0e}"
+    return f"ok {err:.0e}"
+
+
+def launch_device(launch: tk.Launch) -> torch.device:
+    return next(v.device for v in launch.args.values() if isinstance(v, torch.Tensor))
+
+
+# ------------------------------------------------------------------------------------------------ sections
+
+
+def bench_launch(device, size, timer, failures) -> dict:
+    n = size["launches"]
+    x = torch.zeros(1, device=device)
+    ts = [torch.zeros(1, device=device) for _ in range(5)]
+
+    def per_launch_us(fn) -> float:
+        fn()
+        timer.sync()
+        samples = []
+        for _ in range(5):
+            t = time.perf_counter()
+            for _ in range(n):
+                fn()
+            timer.sync()
+            samples.append((time.perf_counter() - t) * 1e6 / n)
+        return statistics.median(samples)
+
+    torch_us = per_launch_us(lambda: x.add_(1.0))
+    rows, out = [], {"torch_add_us": torch_us}
+    for name, fn in (("empty kernel (1 tensor, 1 int)", lambda: tk.empty_kernel[(1, )](x, 1)),
+                     ("empty kernel (5 tensors, 9 ints)", lambda: tk.empty_kernel_many_args[(1, )](*ts, *range(9)))):
+        try:
+            us = per_launch_us(fn)
+        except Exception as e:  # noqa: BLE001
+            failures.append(f"launch {name}: {tk.describe_error(e)}")
+            rows.append([name, "error", num(torch_us), "-"])
+            continue
+        out[name] = us
+        rows.append([name, num(us), num(torch_us), f"{us / torch_us:.2f}x"])
+    print(f"\nLaunch overhead: {n} launches back to back, one synchronize, median of 5 batches")
+    print(table(["kernel", "Triton µs/launch", "torch x.add_(1) µs", "Triton/torch"], rows))
+    return out
+
+
+def bench_add(device, size, timer, failures, peak) -> dict:
+    rows, out = [], {}
+    for n in size["add"]:
+        launch = tk.vector_add(device, n)
+        x, y, o = launch.args["x_ptr"], launch.args["y_ptr"], launch.args["out_ptr"]
+        ok = checked(launch, failures, f"vector add n={n}")
+        t_tri = timer(launch.call)
+        t_torch = timer(lambda: torch.add(x, y, out=o))
+        gb_tri, gb_torch = launch.bytes / t_tri / 1e6, launch.bytes / t_torch / 1e6
+        pct = f"{100 * gb_tri / peak:.0f}%" if peak else "n/a"
+        rows.append([n, num(gb_tri), num(gb_torch), f"{gb_tri / gb_torch:.2f}x", pct, ok])
+        out[n] = dict(triton_gbps=gb_tri, torch_gbps=gb_torch, peak_gbps=peak, check=ok)
+    print("\nVector add (fp32, 12 bytes per element)")
+    print(table(["n", "Triton GB/s", "torch.add GB/s", "Triton/torch", "of peak DRAM", "check"], rows))
+    return out
+
+
+def bench_gemm(device, size, timer, failures, full: bool) -> dict:
+    rows, out = [], {}
+    configs = tk.MATMUL_CONFIGS if full else tk.MATMUL_CONFIGS[:1]
+    for dtype in (torch.float16, torch.bfloat16):
+        dname = str(dtype).replace("torch.", "")
+        for n in size["gemm"]:
+            best = None
+            for cfg in configs:
+                launch = tk.matmul(device, n, n, n, dtype, cfg)
+                try:
+                    launch.call()
+                    ms = timer(launch.call)
+                except Exception as e:  # noqa: BLE001 (a tile that does not fit is skipped)
+                    last_error = tk.describe_error(e)
+                    continue
+                if best is None or ms < best[0]:
+                    best = (ms, launch)
+            a, b = (tk.matmul(device, n, n, n, dtype).args[k] for k in ("a_ptr", "b_ptr"))
+            t_torch = timer(lambda: torch.mm(a, b))
+            tf_torch = 2.0 * n**3 / t_torch / 1e9
+            if best is None:
+                failures.append(f"gemm {dname} {n}: {last_error}")
+                rows.append([dname, n, "error", num(tf_torch), "-", "-", last_error[:60]])
+                continue
+            ms, launch = best
+            ok = checked(launch, failures, f"gemm {dname} {n}")
+            tf = launch.flops / ms / 1e9
+            rows.append([dname, n, num(tf), num(tf_torch), f"{tf / tf_torch:.2f}x", launch.note, ok])
+            out[f"{dname} {n}"] = dict(triton_tflops=tf, torch_tflops=tf_torch, config=launch.note, check=ok)
+    print("\nGEMM C = A @ B, M = N = K (fp32 accumulation)")
+    print(table(["dtype", "M=N=K", "Triton TFLOP/s", "torch.mm TFLOP/s", "Triton/torch", "tile", "check"], rows))
+    return out
+
+
+def bench_attention(device, size, timer, failures) -> dict:
+    rows, out = [], {}
+    for heads, ctx in size["attention"]:
+        for causal in (False, True):
+            launch = tk.attention(device, heads, ctx, 64, causal)
+            q, k, v = (launch.args[n].unsqueeze(0) for n in ("Q", "K", "V"))
+            scale = launch.args["sm_scale"]
+            ok = checked(launch, failures, f"attention {heads}x{ctx} causal={causal}")
+            try:
+                ms = timer(launch.call)
+                tf = num(launch.flops / ms / 1e9)
+            except Exception as e:  # noqa: BLE001
+                failures.append(f"attention {heads}x{ctx}: {tk.describe_error(e)}")
+                ms, tf = None, "error"
+            t_torch = timer(lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal,
+                                                                                     scale=scale))
+            tf_torch = launch.flops / t_torch / 1e9
+            ratio = f"{(launch.flops / ms / 1e9) / tf_torch:.2f}x" if ms else "-"
+            rows.append([heads, ctx, "yes" if causal else "no", tf, num(tf_torch), ratio, ok])
+            out[f"{heads}x{ctx}{' causal' if causal else ''}"] = dict(
+                triton_tflops=launch.flops / ms / 1e9 if ms else None, torch_tflops=tf_torch, check=ok)
+    print("\nFlash attention forward, fp16, head dim 64 (heads = batch x heads)")
+    print(table(["heads", "seq", "causal", "Triton TFLOP/s", "SDPA TFLOP/s", "Triton/torch", "check"], rows))
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sections", default="launch,add,gemm,attention")
+    ap.add_argument("--size", choices=sorted(SIZES), default=None, help="default: full on MPS, tiny elsewhere")
+    ap.add_argument("--timer", choices=("do_bench", "host"), default="do_bench")
+    ap.add_argument("--json", default="", help="also write the results here")
+    opts = ap.parse_args(argv)
+
+    driver = triton.runtime.driver.active
+    device = driver.get_active_torch_device()
+    if type(driver).__module__.split(".")[:3] != ["triton", "backends", "apple"]:
+        print(f"the active Triton driver is {type(driver).__module__}, not the apple backend's "
+              "(TRITON_APPLE_DEVICE=off, or a CUDA/ROCm driver is active)", file=sys.stderr)
+        return 2
+    size_name = opts.size or ("full" if device.type == "mps" else "tiny")
+    size = SIZES[size_name]
+    chip, cores, brand = apple_chips.detect()
+    peak, peak_note = apple_chips.peak_bandwidth(chip, cores)
+    mode = getattr(driver, "mode", device.type)
+    print(f"triton {triton.__version__}, torch {torch.__version__}; apple driver mode: {mode} "
+          f"(tensors on {device}); sizes: {size_name}")
+    print(f"chip: {brand or 'not a Mac'}; peak DRAM bandwidth: {f'{peak:g} GB/s' if peak else 'n/a'} ({peak_note})")
+    if device.type != "mps":
+        print("emulator: kernels run on the host CPU, so the numbers below say nothing about a GPU; they show "
+              "the benchmarks run and their results are right")
+    timer = Timer(device, opts.timer, quick=size_name == "tiny")
+    failures: List[str] = []
+    results: Dict[str, object] = dict(device=str(device), mode=mode, chip=brand, peak_gbps=peak, size=size_name)
+    for section in [s.strip() for s in opts.sections.split(",") if s.strip()]:
+        if section == "launch":
+            results["launch"] = bench_launch(device, size, timer, failures)
+        elif section == "add":
+            results["add"] = bench_add(device, size, timer, failures, peak)
+        elif section == "gemm":
+            results["gemm"] = bench_gemm(device, size, timer, failures, size_name == "full")
+        elif section == "attention":
+            results["attention"] = bench_attention(device, size, timer, failures)
+        else:
+            ap.error(f"unknown section {section!r}")
+    how = "triton.testing.do_bench (median)" if opts.timer == "do_bench" else "host wall-clock"
+    if timer.fallback_reason:
+        how = f"host wall-clock: do_bench failed on this device ({timer.fallback_reason})"
+    print(f"\ntimed with {how}")
+    results["timer"] = how
+    results["failures"] = failures
+    for f in failures:
+        print(f"FAILED: {f}")
+    if opts.json:
+        Path(opts.json).write_text(json.dumps(results, indent=1, default=str))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
