@@ -6,8 +6,8 @@ from typing import List, Sequence
 
 from ..ir import Op, Region, Value
 from ..ir.types import TensorType
-from .emitter import FunctionEmitter, Lowered, elem_type
-from .msl_types import elem_bytes
+from .emitter import FunctionEmitter, Lowered
+from .msl_types import msl_size
 
 
 class Combine:
@@ -42,14 +42,15 @@ def _external_values(region: Region) -> List[Value]:
     return used
 
 
-def emit_combine_function(em: FunctionEmitter, op: Op, hint: str) -> Combine:
+def emit_combine_function(em: FunctionEmitter, op: Op, hint: str, wide_bf16: bool = False) -> Combine:
     """Emit the combine region of a reduce/scan as an MSL function. Values the region reads from outside
-    are re-created (scalar constants) or passed in (other uniform values)."""
+    are re-created (scalar constants) or passed in (other uniform values). With `wide_bf16`, bfloat16
+    values are float in the function and never rounded."""
     region = op.regions[0]
     block = region.entry
     n = len(op.operands)
     name = em.ctx.generated_name(f"combine_{hint}")
-    sub = FunctionEmitter(em.ctx, axis=None)
+    sub = FunctionEmitter(em.ctx, axis=None, wide_bf16=wide_bf16)
     params, accs = [], []
     for i, arg in enumerate(block.args):
         ct = sub.ctype(arg.type)
@@ -88,6 +89,6 @@ def emit_combine_function(em: FunctionEmitter, op: Op, hint: str) -> Combine:
     return Combine(name, captured)
 
 
-def operand_scratch(em: FunctionEmitter, op: Op, ctypes: Sequence[str], numel: int, hint: str) -> List[str]:
-    """One threadgroup-memory view of `numel` elements per operand of `op`."""
-    return em.scratch(op, [(ct, numel * elem_bytes(elem_type(v))) for ct, v in zip(ctypes, op.operands)], hint)
+def operand_scratch(em: FunctionEmitter, ctypes: Sequence[str], op: Op, numel: int, hint: str) -> List[str]:
+    """One threadgroup-memory view of `numel` values of each MSL type in `ctypes`, for `op`."""
+    return em.scratch(op, [(ct, numel * msl_size(ct)) for ct in ctypes], hint)

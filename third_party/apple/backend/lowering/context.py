@@ -40,6 +40,8 @@ class KernelContext:
         self.demote_f64 = bool(getattr(options, "allow_fp64_demotion", False))
         self.helpers: Dict[str, str] = {}  # MSL function definitions emitted before the kernel, in order
         self.debug_formats: List[dict] = []  # tt.print / tt.assert record formats
+        # bfloat16 results also held unrounded in float (id(value) -> its float Lowered; see scan_ops)
+        self.wide_values: Dict[int, object] = {}
         self.uses_smem = False
         self.upstream_shared = int(module.attrs.get("ttg.shared", 0))
         self.used_values = {id(v) for f in module.functions for op in f.walk() for v in op.operands}

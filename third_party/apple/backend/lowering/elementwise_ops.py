@@ -34,18 +34,16 @@ def elementwise(em: FunctionEmitter, op: Op, make: Callable[[List[str]], str]) -
         em.emit(f"{out.at(r)} = {make([i.at(r) for i in ins])};")
 
 
-def _float_name(op: Op) -> str:
-    return elem_type(op.result).name
-
-
 def _in_float(op: Op, expr: str, which: int = 0) -> str:
     """Widen a bf16 operand to float for arithmetic."""
     ty = elem_type(op.operands[which])
     return f"float({expr})" if ty.name == "bf16" else expr
 
 
-def _round_back(op: Op, expr: str) -> str:
+def _round_back(em: FunctionEmitter, op: Op, expr: str) -> str:
     ty = elem_type(op.result)
+    if ty.name == "bf16" and em.wide_bf16:
+        return expr
     if ty.name == "bf16":
         return f"bfloat({expr})"
     if ty.name == "f16":
@@ -62,7 +60,7 @@ _FLOAT_BINARY = {"arith.addf": "+", "arith.subf": "-", "arith.mulf": "*", "arith
 def _float_binary(em: FunctionEmitter, op: Op) -> None:
     _refuse_fp8_arithmetic(em, op)
     sym = _FLOAT_BINARY[op.name]
-    elementwise(em, op, lambda a: _round_back(op, f"{_in_float(op, a[0])} {sym} {_in_float(op, a[1], 1)}"))
+    elementwise(em, op, lambda a: _round_back(em, op, f"{_in_float(op, a[0])} {sym} {_in_float(op, a[1], 1)}"))
 
 
 @FAMILY.lowers("arith.negf")
@@ -70,7 +68,7 @@ def _negf(em: FunctionEmitter, op: Op) -> None:
     if elem_type(op.result).name in FP8_FORMATS:  # flip the sign bit of the byte
         elementwise(em, op, lambda a: f"uchar({a[0]} ^ 0x80)")
         return
-    elementwise(em, op, lambda a: _round_back(op, f"-{_in_float(op, a[0])}"))
+    elementwise(em, op, lambda a: _round_back(em, op, f"-{_in_float(op, a[0])}"))
 
 
 _MINMAX = {
@@ -83,7 +81,7 @@ _MINMAX = {
 def _float_minmax(em: FunctionEmitter, op: Op) -> None:
     _refuse_fp8_arithmetic(em, op)
     fn = em.ctx.require(_MINMAX[op.name])
-    elementwise(em, op, lambda a: _round_back(op, f"{fn}(float({a[0]}), float({a[1]}))"))
+    elementwise(em, op, lambda a: _round_back(em, op, f"{fn}(float({a[0]}), float({a[1]}))"))
 
 
 # -- integer arithmetic ------------------------------------------------------------------------------
@@ -303,6 +301,10 @@ def _fresize(em: FunctionEmitter, op: Op) -> None:
         return
     if "rtz" in rounding and dst.name in ("f16", "bf16") and src.name == "f32":
         raise em.unsupported("round-toward-zero float conversion is not supported by the apple backend yet")
+    wide = em.ctx.wide_values.get(id(op.operands[0]))
+    if wide is not None and dst.name == "f32":  # a bfloat16 scan result: read its float accumulator
+        em.bind(op.result, wide)
+        return
     if src.name == "bf16" and dst.name == "f16" or src.name == "f16" and dst.name == "bf16":
         elementwise(em, op, lambda a: f"{ct}(float({a[0]}))")
     else:
@@ -348,7 +350,7 @@ _NOT_YET = ("math.log1p", "math.expm1")
 def _float_math(em: FunctionEmitter, op: Op) -> None:
     _refuse_fp8_arithmetic(em, op)
     tmpl = metal_math(em.ctx, _FLOAT_MATH[op.name])
-    elementwise(em, op, lambda a: _round_back(op, tmpl.format(*[f"float({x})" for x in a])))
+    elementwise(em, op, lambda a: _round_back(em, op, tmpl.format(*[f"float({x})" for x in a])))
 
 
 @FAMILY.lowers(*_NOT_YET)
@@ -362,7 +364,7 @@ def _absf(em: FunctionEmitter, op: Op) -> None:
     if elem_type(op.result).name in FP8_FORMATS:  # fp8 values are their bytes: clear the sign bit
         elementwise(em, op, lambda a: f"uchar({a[0]} & 0x7F)")
         return
-    elementwise(em, op, lambda a: _round_back(op, f"fabs({_in_float(op, a[0])})"))
+    elementwise(em, op, lambda a: _round_back(em, op, f"fabs({_in_float(op, a[0])})"))
 
 
 def _refuse_fp8_arithmetic(em: FunctionEmitter, op: Op) -> None:
@@ -380,7 +382,7 @@ def _clampf(em: FunctionEmitter, op: Op) -> None:
     propagate = op.attrs.get("propagateNan", "none") == "all"
     fn = em.ctx.require("tt_maximum" if propagate else "tt_maxnum")
     fn2 = em.ctx.require("tt_minimum" if propagate else "tt_minnum")
-    elementwise(em, op, lambda a: _round_back(op, f"{fn2}({fn}(float({a[0]}), float({a[1]})), float({a[2]}))"))
+    elementwise(em, op, lambda a: _round_back(em, op, f"{fn2}({fn}(float({a[0]}), float({a[1]})), float({a[2]}))"))
 
 
 # Integer functions over one or two operands, as templates; `{ct}` is the MSL type, `{ut}` its unsigned twin.

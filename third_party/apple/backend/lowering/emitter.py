@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tupl
 
 from ..errors import UnsupportedFeatureError
 from ..ir import Op, Value
-from ..ir.types import MemDescType, TensorType, Type
+from ..ir.types import MemDescType, ScalarType, TensorType, Type
 from ..layouts import LinearLayout, bit_runs
 from .msl_types import is_reserved, msl_type
 
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from .context import KernelContext
 
 BARRIER = "threadgroup_barrier(mem_flags::mem_threadgroup);"
+BF16 = ScalarType("bf16")
 
 
 @dataclass
@@ -83,8 +84,10 @@ class FunctionEmitter:
     """Emits the body of one MSL function from one TTGIR function."""
 
     def __init__(self, ctx: "KernelContext", axis: Optional["AxisInfoAnalysis"] = None,
-                 out_params: Sequence[Lowered] = ()):
+                 out_params: Sequence[Lowered] = (), wide_bf16: bool = False):
         self.ctx = ctx
+        # bfloat16 values held in float, unrounded between ops (scan combine functions; see scan_ops)
+        self.wide_bf16 = wide_bf16
         self.axis = axis  # axis info of the function being lowered (None: no vectorisation)
         self.out_params = list(out_params)  # where `tt.return` stores a callee's results
         self.lines: List[str] = []
@@ -143,6 +146,8 @@ class FunctionEmitter:
         return None
 
     def ctype(self, ty: Type) -> str:
+        if self.wide_bf16 and ty.scalar == BF16:
+            return "float"
         try:
             return msl_type(ty, self.ctx.demote_f64)
         except UnsupportedFeatureError as e:

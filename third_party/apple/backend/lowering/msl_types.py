@@ -64,3 +64,11 @@ def elem_bytes(ty: Type) -> int:
     if isinstance(ty, PointerType):
         return 8
     return SCALARS[ty.name].nbytes if ty.name in SCALARS else max(1, ty.bitwidth // 8)
+
+
+_MSL_SIZES = {row.msl: row.nbytes for row in SCALARS.values()}
+
+
+def msl_size(ctype: str) -> int:
+    """Bytes of a value of MSL type `ctype` (pointers: 8)."""
+    return 8 if ctype.endswith("*") else _MSL_SIZES[ctype]

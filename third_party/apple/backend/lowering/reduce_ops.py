@@ -83,7 +83,7 @@ def _reduce(em: FunctionEmitter, op: Op) -> None:
         out_numel *= d
     if red_warps:
         W = 1 << len(red_warps)
-        bufs = operand_scratch(em, op, ctypes, W * out_numel, "red_smem")
+        bufs = operand_scratch(em, ctypes, op, W * out_numel, "red_smem")
         slot = em.temp("warp_slot")
         wvals = [0] * len(lay.warp)
         for j, bit in enumerate(red_warps):

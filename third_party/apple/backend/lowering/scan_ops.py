@@ -13,7 +13,7 @@ from typing import List
 from ..ir import Op
 from ..ir.types import TensorType
 from .combine import emit_combine_function, operand_scratch
-from .emitter import FunctionEmitter
+from .emitter import BF16, FunctionEmitter, Lowered, elem_type
 from .registry import OpFamily
 from .shared_memory import index_expr, row_major_strides
 
@@ -40,21 +40,39 @@ def _scan(em: FunctionEmitter, op: Op) -> None:
     ty: TensorType = op.operands[0].type
     lay = em.layout(ty)
     srcs = [em.get(v) for v in op.operands]
-    ctypes = [s.ctype for s in srcs]
-    combine = emit_combine_function(em, op, op.results[0].name)
-    outs = [em.declare(r) for r in op.results]
+    # bfloat16 scans accumulate in float, as Triton does on NVIDIA GPUs (measured on an H200: a bf16
+    # cumsum stored to a float32 pointer equals the float64 reference to float32 precision); the results
+    # are rounded to bfloat16 once, and `arith.extf` of a result reads the float value (elementwise_ops).
+    wide = any(elem_type(v) == BF16 for v in op.operands)
+    combine = emit_combine_function(em, op, op.results[0].name, wide_bf16=wide)
+    outs = [_declare_accumulator(em, r, wide) for r in op.results]
+    ctypes = [o.ctype for o in outs]
     R = lay.num_regs
     for o, s in zip(outs, srcs):
         with em.for_regs(R) as r:
             em.emit(f"{o.at(r)} = {s.at(r)};")
     length = ty.shape[axis]
-    if length == 1:
-        return
-    spread = any(b[axis] for b in lay.lane + lay.warp)
-    if not spread:
+    if length > 1 and not any(b[axis] for b in lay.lane + lay.warp):
         _scan_in_registers(em, op, lay, axis, reverse, combine, ctypes, outs)
-    else:
+    elif length > 1:
         _scan_through_smem(em, op, ty, lay, axis, reverse, combine, ctypes, outs)
+    for res, o in zip(op.results, outs):
+        if o.ctype == em.ctype(res.type):
+            continue
+        em.ctx.wide_values[id(res)] = o
+        final = em.declare(res)
+        with em.for_regs(R) as r:
+            em.emit(f"{final.at(r)} = {final.ctype}({o.at(r)});")
+
+
+def _declare_accumulator(em: FunctionEmitter, res, wide: bool) -> Lowered:
+    """The scan's working array for result `res`: its own type, or float for bfloat16 when `wide`."""
+    if not (wide and elem_type(res) == BF16):
+        return em.declare(res)
+    lay = em.layout(res.type)
+    name = em.temp(f"{res.name}_wide")
+    em.emit(f"float {name}[{lay.num_regs}];")
+    return Lowered(name, "float", lay.num_regs, False, lay)
 
 
 def _scan_in_registers(em, op, lay, axis, reverse, combine, ctypes, outs) -> None:
@@ -84,7 +102,7 @@ def _scan_in_registers(em, op, lay, axis, reverse, combine, ctypes, outs) -> Non
 def _scan_through_smem(em, op, ty, lay, axis, reverse, combine, ctypes, outs) -> None:
     strides = row_major_strides(ty.shape)
     length = ty.shape[axis]
-    bufs = operand_scratch(em, op, ctypes, ty.numel, "scan_smem")
+    bufs = operand_scratch(em, ctypes, op, ty.numel, "scan_smem")
     R = lay.num_regs
     idx_name, pos_name = em.temp("scan_idx"), em.temp("scan_pos")
     em.emit(f"uint {idx_name}[{R}];")
