@@ -218,8 +218,9 @@ inline void ctx_switch(Ctx *from, Ctx *to) { swapcontext(&from->uc, &to->uc); }
 size_t g_page = 4096;
 // PROT_NONE zones around buffers and threadgroup memory: wide enough that a strided or indexed access a
 // long way past the end (e.g. a wrong row stride) still faults instead of landing in unrelated memory.
-// They only reserve address space (no memory, no commit charge).
-const size_t kGuardBytes = (size_t)64 << 20;
+// They only reserve address space (no memory, no commit charge). 8 GB covers every int32 element index of
+// 4-byte elements (Triton's offsets are int32 unless they need more), on either side.
+const size_t kGuardBytes = (size_t)8 << 30;
 const size_t kTgGuardBytes = (size_t)1 << 20;
 size_t g_guard = kGuardBytes;
 size_t g_tg_guard = kTgGuardBytes;
@@ -1013,7 +1014,7 @@ inline bool in_body(const Group &g, uintptr_t a) {
 //  1. an address inside a buffer's copy (its padding, or a read-only buffer written): that buffer;
 //  2. the provenance of the pointer: the buffer (or its guard zones) that the faulting instruction's base
 //     register points into, however far from it the access lands;
-//  3. an address inside a buffer's guard zones (64 MB on each side): that buffer;
+//  3. an address inside a buffer's guard zones (8 GB on each side): that buffer;
 //  4. otherwise (if `guess`) the nearest buffer, reported as a guess.
 // A `constant T&` scalar is only ever blamed for an address inside its own bytes (case 1).
 bool classify_buffer_fault(Launch *L, uintptr_t addr, uintptr_t base, int is_write, bool guess, Msg &m,

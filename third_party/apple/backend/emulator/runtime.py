@@ -4,6 +4,7 @@ from __future__ import annotations
 import _ctypes
 import collections
 import ctypes
+import itertools
 import math
 import os
 import re
@@ -25,12 +26,6 @@ MAX_EVENTS = 16  # TT_EMU_MAX_EVENTS
 
 TT_BUF_READONLY = 1
 TT_BUF_SCALAR = 2
-
-
-class _ThreadInfo(ctypes.Structure):
-    _fields_ = [("tpos", ctypes.c_uint32 * 3), ("tgpos", ctypes.c_uint32 * 3), ("ntg", ctypes.c_uint32 * 3),
-                ("tptg", ctypes.c_uint32 * 3), ("tid", ctypes.c_uint32), ("lane", ctypes.c_uint32),
-                ("sg", ctypes.c_uint32), ("nsg", ctypes.c_uint32), ("simd_width", ctypes.c_uint32)]
 
 
 class _BufferDesc(ctypes.Structure):
@@ -258,11 +253,10 @@ def _dim3(kernel: str, v, what: str, lo: int) -> Tuple[int, int, int]:
 
 
 class _Bound:
-    __slots__ = ("host", "nbytes", "flags", "elem_size", "keep", "scalar_type")
+    __slots__ = ("host", "nbytes", "flags", "elem_size", "keep")
 
-    def __init__(self, host, nbytes, flags, elem_size, keep, scalar_type=None):
+    def __init__(self, host, nbytes, flags, elem_size, keep):
         self.host, self.nbytes, self.flags, self.elem_size, self.keep = host, nbytes, flags, elem_size, keep
-        self.scalar_type = scalar_type
 
 
 def _span_bytes(shape, strides_elems, itemsize) -> int:
@@ -271,7 +265,7 @@ def _span_bytes(shape, strides_elems, itemsize) -> int:
     return (1 + sum((s - 1) * st for s, st in zip(shape, strides_elems))) * itemsize
 
 
-_tokens = iter(range(1, 1 << 62))  # launch tokens (tt_emu_launch_begin); next() is atomic under the GIL
+_tokens = itertools.count(1)  # launch tokens (tt_emu_launch_begin), unique in this process
 _tokens_lock = threading.Lock()
 
 

@@ -230,7 +230,7 @@ def parse_signature(src: str, kernel_name: str) -> KernelSignature:
                 continue
             _fail(f"parameter '{name}': unsupported attribute [[{a}]]", src, [line], kernel_name)
         if builtin:
-            field_name, vec_ok = BUILTINS[builtin]
+            _, vec_ok = BUILTINS[builtin]
             width = 1
             mv = re.fullmatch(r"(uint|ushort)([23]?)", base)
             if not mv or indirection:
