@@ -4,6 +4,7 @@
     python bench/codegen_report.py --baseline <rev>       # any revision git knows (a sha, a tag, HEAD~5)
     python bench/codegen_report.py --baseline bench/codegen_baseline.json   # a stored baseline
     python bench/codegen_report.py --save-baseline out.json                 # store this tree's numbers
+    python bench/codegen_report.py --save-baseline bench/codegen_baseline.json --of-revision HEAD
 
 For each kernel of bench/tutorial_kernels.py (vector add, softmax, layer norm fwd, cumsum, argmax, fused
 bias+GELU, fp16 matmul, flash-attention fwd) it compiles the kernel for GPUTarget("metal", <family>, 32)
@@ -113,6 +114,8 @@ def _parse_args(argv):
     ap.add_argument("--kernels", default="", help="comma-separated subset of kernel names")
     ap.add_argument("--json", default="", help="write this run's numbers (and the baseline's) here")
     ap.add_argument("--save-baseline", default="", help="write this tree's numbers as a baseline JSON here")
+    ap.add_argument("--of-revision", default="",
+                    help="with --save-baseline: store the numbers of this git revision's backend instead, and exit")
     ap.add_argument("--dump", default="", help="write each kernel's MSL to this directory")
     # internal: the baseline subprocess
     ap.add_argument("--backend-root", default="", help=argparse.SUPPRESS)
@@ -263,6 +266,12 @@ def render(now: dict, base: dict, checks: dict) -> str:
 
 
 def main(opts) -> int:
+    if opts.save_baseline and opts.of_revision:
+        data = baseline_from_revision(opts.of_revision, opts.family, opts.kernels)
+        data.pop("same_backend_as_worktree", None)
+        Path(opts.save_baseline).write_text(json.dumps(data, indent=1) + "\n")
+        print(f"wrote {opts.save_baseline}: {data['revision'][:10]} {data['subject'][:72]}")
+        return 0
     cases = tk.CASES
     if opts.kernels:
         wanted = [k.strip() for k in opts.kernels.split(",")]
