@@ -5,6 +5,7 @@ import functools
 import hashlib
 import json
 import pathlib
+import re
 import sys
 from dataclasses import dataclass
 from types import ModuleType
@@ -142,6 +143,7 @@ class AppleBackend(BaseBackend):
 
     @staticmethod
     def make_ttir(mod, metadata, opt: AppleOptions):
+        _refuse_float64_arguments(mod.str())
         return _run_passes(mod, "make_ttir", [
             passes.common.add_inliner, passes.ttir.add_rewrite_tensor_descriptor_to_pointer,
             passes.common.add_canonicalizer, passes.ttir.add_combine, passes.ttir.add_reorder_broadcast,
@@ -197,6 +199,22 @@ class AppleBackend(BaseBackend):
             passes.ttir.add_loop_aware_cse, passes.gluon.add_canonicalizer,
             passes.ttgpuir.add_combine_tensor_select_and_if, passes.ttgpuir.add_allocate_shared_memory
         ])
+
+
+_KERNEL_HEAD = re.compile(r"tt\.func public @([\w$.]+)\((.*?)\)\s*(?:->|attributes|\{)")
+_F64_POINTER_ARG = re.compile(r"%([\w$.-]+): !tt\.ptr<f64>")
+
+
+def _refuse_float64_arguments(ttir: str) -> None:
+    """A float64 tensor argument, refused before anything else with the kernel's and the argument's names
+    (the names are the arguments' SSA names in the TTIR Triton's frontend prints)."""
+    head = _KERNEL_HEAD.search(ttir)
+    if head is None:
+        return
+    for arg in _F64_POINTER_ARG.findall(head.group(2)):
+        raise UnsupportedFeatureError(
+            f"apple backend: kernel '{head.group(1)}' argument '{arg}' is a float64 tensor: float64 tensors are "
+            f"not supported, Metal has no double type. Pass `{arg}` as a float32 tensor (x.to(torch.float32))")
 
 
 def _run_passes(mod, name: str, adders) -> Any:
