@@ -518,3 +518,27 @@ kernel void scale(device float* x [[buffer(0)]], constant float& s [[buffer(1)]]
     for t in threads:
         t.join()
     assert errors == []
+
+
+STRIDE = msl("""
+kernel void strided(device float* x [[buffer(0)]], constant long& stride [[buffer(1)]],
+                    uint gid [[thread_position_in_grid]]) {
+    x[gid * stride] = 1.0f;
+}
+""")
+
+
+def test_pointer_arithmetic_leaving_the_address_space_is_reported(emu):
+    """A stride of 2^61 floats puts thread 1's address 2^63 bytes away: outside the 48-bit address space.
+    (A stride of 2^62 wraps around to the buffer itself: nothing faults, nothing can notice.)"""
+    import platform
+    k = emu.compile_msl(STRIDE, "strided")
+    x = torch.zeros(16)
+    with pytest.raises(emu.EmulatorLaunchError) as ei:
+        k.launch(grid=1, threadgroup=4, buffers=[x, emu.Scalar(2**61, "long")], host_threads=1)
+    e = ei.value
+    assert e.kind == "out_of_bounds" and e.param == "x" and e.thread == 1
+    if platform.machine() in ("x86_64", "AMD64"):  # x86 reports such an access without its address
+        assert "outside the 48-bit address space: the pointer arithmetic overflowed" in str(e)
+        assert e.is_write is None
+    assert torch.count_nonzero(x) == 0

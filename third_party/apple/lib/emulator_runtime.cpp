@@ -318,7 +318,8 @@ struct Worker {
   void *fault_addr = nullptr;
   uintptr_t fault_pc = 0;
   int fault_write = -1;
-  uintptr_t fault_base = 0; // base register of the faulting access (0: unknown), see access_base
+  uintptr_t fault_base = 0; // base register of the faulting access (0: unknown), see access_operand
+  bool fault_noncanonical = false; // fault_addr is outside the 48-bit address space
   // non-fatal events of this launch
   uint32_t nevents = 0;
   tt_event events[TT_EMU_MAX_EVENTS];
@@ -1222,12 +1223,21 @@ int context_is_write(int sig, void *ucv) {
 #endif
 }
 
+// The memory operand of a faulting instruction: the register the address was computed from (its
+// provenance), and the address itself when the instruction shows it (x86 reports an access to a
+// non-canonical address, e.g. past 2^47 after an overflowing offset, with address 0).
+struct MemOperand {
+  uintptr_t base = 0; // base register (index register when there is no base); 0: unknown
+  uintptr_t ea = 0;   // effective address; valid if has_ea
+  bool has_ea = false;
+};
+
 #if defined(__x86_64__)
-// Decodes the memory operand of the x86-64 instruction at `p` (legacy, REX, VEX and EVEX encodings):
-// returns the value of its base register, or of its index register when it has no base (0 when the
-// operand has neither, is RIP-relative, or the instruction has no ModRM memory operand).
-uintptr_t x86_access_base(const uint8_t *p, const ucontext_t *uc) {
+// Decodes the memory operand of the x86-64 instruction at `p` (legacy, REX, VEX and EVEX encodings).
+MemOperand x86_mem_operand(const uint8_t *p, const ucontext_t *uc) {
+  MemOperand r;
   int rex_b = 0, rex_x = 0;
+  bool vsib = false;
   for (int i = 0; i < 14; i++) {
     uint8_t b = *p;
     if (b == 0x66 || b == 0x67 || b == 0xF0 || b == 0xF2 || b == 0xF3 || b == 0x2E || b == 0x36 || b == 0x3E ||
@@ -1247,50 +1257,72 @@ uintptr_t x86_access_base(const uint8_t *p, const ucontext_t *uc) {
   } else if (op == 0xC4 || op == 0x62) { // 3-byte VEX / EVEX: inverted X and B in the first payload byte
     rex_x = !((p[1] >> 6) & 1);
     rex_b = !((p[1] >> 5) & 1);
-    p += op == 0xC4 ? 4 : 5; // prefix, payload (2 or 3 bytes), opcode
+    bool map_0f38 = (p[1] & 3) == 2;
+    p += op == 0xC4 ? 3 : 4; // prefix and payload
+    uint8_t opc = *p++;
+    vsib = map_0f38 && ((opc >= 0x90 && opc <= 0x93) || (opc >= 0xA0 && opc <= 0xA3)); // gathers, scatters
   } else if (op == 0x0F) {
     p += (p[1] == 0x38 || p[1] == 0x3A) ? 3 : 2;
   } else {
     if ((op >= 0xA0 && op <= 0xA7) || (op >= 0xAA && op <= 0xAF))
-      return 0; // moffs and string instructions: no ModRM
+      return r; // moffs and string instructions: no ModRM
     p += 1;
   }
   uint8_t modrm = *p++;
   int mod = modrm >> 6, rm = modrm & 7;
-  if (mod == 3)
-    return 0;
+  if (mod == 3 || (rm == 5 && mod == 0))
+    return r; // a register operand, or RIP-relative (a global, not a buffer)
+  uint64_t base = 0, index = 0;
+  bool has_base = true, has_index = false;
+  int scale = 1;
   if (rm == 4) {
-    uint8_t sib = *p;
-    int index = ((sib >> 3) & 7) | (rex_x << 3), base = (sib & 7) | (rex_b << 3);
-    if (!((sib & 7) == 5 && mod == 0))
-      return (uintptr_t)context_gpr(uc, base);
-    return index == 4 ? 0 : (uintptr_t)context_gpr(uc, index);
+    uint8_t sib = *p++;
+    int ix = ((sib >> 3) & 7) | (rex_x << 3);
+    scale = 1 << (sib >> 6);
+    has_index = ix != 4 && !vsib;
+    if (has_index)
+      index = context_gpr(uc, ix);
+    if ((sib & 7) == 5 && mod == 0)
+      has_base = false;
+    else
+      base = context_gpr(uc, (sib & 7) | (rex_b << 3));
+  } else {
+    base = context_gpr(uc, rm | (rex_b << 3));
   }
-  if (rm == 5 && mod == 0)
-    return 0; // RIP-relative: a global, not a buffer
-  return (uintptr_t)context_gpr(uc, rm | (rex_b << 3));
+  int64_t disp = 0;
+  if (mod == 1) {
+    disp = (int8_t)*p; // (EVEX scales disp8; only the reported address is off then)
+  } else if (mod == 2 || (mod == 0 && !has_base)) {
+    int32_t d32;
+    memcpy(&d32, p, 4);
+    disp = d32;
+  }
+  r.base = has_base ? (uintptr_t)base : has_index ? (uintptr_t)index : 0;
+  r.ea = (uintptr_t)(base + index * (uint64_t)scale + (uint64_t)disp);
+  r.has_ea = !vsib;
+  return r;
 }
 #endif
 
-// The base register of the memory access that faulted (the pointer the address was computed from):
-// attributes an out-of-bounds access to the buffer it came from however far it lands. 0 if unknown.
-uintptr_t access_base(void *ucv) {
+// The memory operand of the access that faulted: its base register (the pointer the address was
+// computed from) attributes an out-of-bounds access to the buffer it came from however far it lands.
+MemOperand access_operand(void *ucv) {
   const ucontext_t *uc = (const ucontext_t *)ucv;
   uintptr_t pc = context_pc(ucv);
+  MemOperand r;
   if (!pc)
-    return 0;
+    return r;
 #if defined(__x86_64__)
-  return x86_access_base((const uint8_t *)pc, uc);
+  r = x86_mem_operand((const uint8_t *)pc, uc);
 #elif defined(__aarch64__)
   uint32_t insn;
   memcpy(&insn, (const void *)pc, 4);
-  if ((insn & 0x0a000000) != 0x08000000) // not in the loads-and-stores encoding group
-    return 0;
-  return (uintptr_t)context_gpr(uc, (insn >> 5) & 31); // Rn (31: sp)
+  if ((insn & 0x0a000000) == 0x08000000) // the loads-and-stores encoding group: Rn in bits 5-9 (31: sp)
+    r.base = (uintptr_t)context_gpr(uc, (insn >> 5) & 31);
 #else
   (void)uc;
-  return 0;
 #endif
+  return r;
 }
 
 #if defined(__x86_64__) && defined(__linux__)
@@ -1439,7 +1471,18 @@ void on_signal(int sig, siginfo_t *si, void *uc) {
     w->fault_addr = si->si_addr;
     w->fault_pc = context_pc(uc);
     w->fault_write = context_is_write(sig, uc);
-    w->fault_base = (sig == SIGSEGV || sig == SIGBUS) ? access_base(uc) : 0;
+    w->fault_base = 0;
+    w->fault_noncanonical = false;
+    if (sig == SIGSEGV || sig == SIGBUS) {
+      MemOperand op = access_operand(uc);
+      w->fault_base = op.base;
+      uint64_t top = (uint64_t)op.ea >> 47;
+      if (!si->si_addr && op.has_ea && top != 0 && top != 0x1ffff) { // x86: #GP, the address is not reported
+        w->fault_addr = (void *)op.ea;
+        w->fault_noncanonical = true;
+        w->fault_write = -1; // a #GP's error code does not say
+      }
+    }
     w->active = false;
     w->in_kernel = 0;
     siglongjmp(w->jb, 2);
@@ -1526,6 +1569,10 @@ void report_fault(Worker *w) {
     if (!known)
       m.add("invalid memory %s at address %p (not inside any bound buffer)",
             w->fault_write == 1 ? "write" : w->fault_write == 0 ? "read" : "access", (void *)addr);
+    if (w->fault_noncanonical)
+      m.add(" [address %p is outside the 48-bit address space: the pointer arithmetic overflowed (an offset or "
+            "stride too large for the element size?)]",
+            (void *)addr);
   } else {
     status = TT_ERR_SIGNAL;
     m.add("%s", sig == SIGFPE ? "arithmetic exception (SIGFPE)"
