@@ -31,7 +31,7 @@ _PAIR_RE = re.compile(r"(?<![\w%#.])([A-Za-z_][A-Za-z0-9_]*) = ([A-Za-z0-9_.+\-]
 _KEYWORD_ATTRS = {
     "arith.cmpi": ("predicate", ), "arith.cmpf": ("predicate", ), "tt.get_program_id": ("axis", ),
     "tt.get_num_programs": ("axis", ), "tt.atomic_rmw": ("atomic_rmw_op", "sem", "scope"),
-    "tt.atomic_cas": ("sem", "scope"), "ttg.barrier": ("address_space", ),
+    "tt.atomic_cas": ("sem", "scope"), "tt.atomic_poll": ("sem", "scope"), "ttg.barrier": ("address_space", ),
 }
 # String literals an op's custom assembly prints: the attribute each one is.
 _STRING_ATTRS = {"tt.print": ("prefix", ), "tt.assert": ("message", )}
@@ -710,6 +710,9 @@ class ModuleParser:
             if w.startswith(("%", "(", "@", "\x00", "[", "{", "<")):
                 break
             leading.append(w)
+        for w in words[len(leading):]:  # bare words after the operands are unit attributes (`allow_reorder`,
+            if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", w):  # `timeout %t`)
+                attrs[w] = True
         keys = _KEYWORD_ATTRS.get(name, ())
         if len(leading) > len(keys):
             raise IRParseError(f"{name}: unknown keyword(s) {leading[len(keys):]} in {head.strip()!r}; the apple "

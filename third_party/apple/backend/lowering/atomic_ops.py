@@ -1,7 +1,8 @@
-"""Lowering of `tt.atomic_rmw` and `tt.atomic_cas` onto Metal's atomics.
+"""Lowering of `tt.atomic_rmw`, `tt.atomic_cas` and `tt.atomic_poll` onto Metal's atomics.
 
 Metal offers only relaxed atomics, on 32-bit integers (device and threadgroup memory) and 32-bit floats
-(add/sub/exchange, device memory). Triton's acquire/release semantics are built from relaxed atomics plus
+(add/sub/exchange, device memory). 16-bit float add and 16-bit compare-and-swap update their half of the
+containing 32-bit word with a compare-and-swap loop (msl_helpers: tt_atomic_add16, tt_atomic_cas16). Triton's acquire/release semantics are built from relaxed atomics plus
 device-scope fences around them. Each element's atomic is performed by exactly one thread (the owner);
 when the result is used and the layout replicates elements, the owner shares it through threadgroup
 memory. Float compare-and-swap compares bit patterns, as Triton's does (a float CAS loop would spin
@@ -45,10 +46,10 @@ def _atomic_type(em: FunctionEmitter, op: Op, kind: str, ty: ScalarType) -> tupl
             return "atomic_uint", "uint"
         return "atomic_int", "int"
     if ty.name in ("f16", "bf16"):
-        raise em.unsupported(f"atomic {kind} on {ty.name} is not supported: Metal has no 16-bit atomics; "
-                       "accumulate in float32 instead")
+        raise em.unsupported(f"atomic {kind} on {ty.name} is not supported: Metal has no 16-bit atomics and "
+                             "only add and compare-and-swap are built from 32-bit ones")
     raise em.unsupported(f"atomic {kind} on {ty.name} is not supported: Metal atomics are 32-bit "
-                   "(64-bit atomics exist only as ulong min/max on Apple9 and are not used yet)")
+                         "(64-bit atomics exist only as ulong min/max on Apple9 and are not used yet)")
 
 
 def _emit_per_owned_element(em: FunctionEmitter, op: Op, body) -> List[Lowered]:
@@ -83,11 +84,17 @@ def _atomic_rmw(em: FunctionEmitter, op: Op) -> None:
     if kind not in _RMW:
         raise em.unsupported(f"atomic operation {kind!r} is not supported")
     ty = elem_type(op.operands[1])
-    atype, vtype = _atomic_type(em, op, kind, ty)
     ptr, val = em.get(op.operands[0]), em.get(op.operands[1])
+    half_add = ty.name in ("f16", "bf16") and kind == "fadd"
+    atype, vtype = (None, em.ctype(ty)) if half_add else _atomic_type(em, op, kind, ty)
+
+    def call_of(r: str, value: str) -> str:
+        if half_add:
+            return f"{em.ctx.require('tt_atomic_add16')}({ptr.at(r)}, {value})"
+        return f"{_RMW[kind]}((device {atype}*){ptr.at(r)}, {value}, memory_order_relaxed)"
+
     mask = em.get(op.operands[2]) if len(op.operands) > 2 else None
     sem = _sem(op)
-    fn = _RMW[kind]
     if sem in ("release", "acq_rel"):
         em.emit(_FENCE)
 
@@ -95,7 +102,7 @@ def _atomic_rmw(em: FunctionEmitter, op: Op) -> None:
         if mask is not None:
             em.open(f"if ({mask.at(r)})")
         value = val.at(r) if vtype == em.ctype(ty) else f"{vtype}({val.at(r)})"
-        call = f"{fn}((device {atype}*){ptr.at(r)}, {value}, memory_order_relaxed)"
+        call = call_of(r, value)
         if out is not None:
             em.emit(f"{out.at(r)} = {out.ctype}({call});")
         else:
@@ -114,8 +121,9 @@ def _atomic_rmw(em: FunctionEmitter, op: Op) -> None:
 @FAMILY.lowers("tt.atomic_cas")
 def _atomic_cas(em: FunctionEmitter, op: Op) -> None:
     ty = elem_type(op.operands[1])
-    if ty.name not in ("i32", "f32"):
-        raise em.unsupported(f"atomic_cas on {ty.name} is not supported: Metal compare-and-swap is 32-bit")
+    if ty.name not in ("i32", "f32", "f16", "bf16", "i16"):
+        raise em.unsupported(f"atomic_cas on {ty.name} is not supported: Metal compare-and-swap is 32-bit "
+                             "(16-bit values are swapped inside their 32-bit word)")
     ptr, cmp, val = (em.get(v) for v in op.operands[:3])
     sem = _sem(op)
     if sem in ("release", "acq_rel"):
@@ -123,6 +131,10 @@ def _atomic_cas(em: FunctionEmitter, op: Op) -> None:
     bits = ty.name == "f32"
 
     def body(r, out):
+        if elem_type(op.operands[1]).bitwidth == 16:
+            fn = em.ctx.require("tt_atomic_cas16")
+            em.emit(f"{out.at(r)} = {fn}({ptr.at(r)}, {cmp.at(r)}, {val.at(r)});")
+            return
         exp = em.temp("expected")
         c = f"as_type<uint>({cmp.at(r)})" if bits else cmp.at(r)
         v = f"as_type<uint>({val.at(r)})" if bits else val.at(r)
@@ -137,3 +149,28 @@ def _atomic_cas(em: FunctionEmitter, op: Op) -> None:
     _emit_per_owned_element(em, op, body)
     if sem in ("acquire", "acq_rel"):
         em.emit(_FENCE)
+
+
+@FAMILY.lowers("tt.atomic_poll")
+def _atomic_poll(em: FunctionEmitter, op: Op) -> None:
+    """Spin until each element equals the expected value (read with relaxed atomic loads, then a fence for
+    `acquire`); the threadgroup then waits for every poll. Metal shaders have no global timer, so a poll
+    with a timeout is refused rather than waiting forever."""
+    if op.attrs.get("timeout"):
+        raise em.unsupported("atomic_poll with timeout_ns is not supported: Metal shaders have no global "
+                             "timer to measure it; poll without a timeout")
+    ty = elem_type(op.operands[1])
+    if ty.name != "i32":
+        raise em.unsupported(f"atomic_poll on {ty.name} is not supported: Metal atomics are 32-bit")
+    ptr, expected = em.get(op.operands[0]), em.get(op.operands[1])
+    lay = em.layout(op.operands[0].type)
+    with em.owned_regs(lay) as r:
+        em.open(f"while (atomic_load_explicit((device atomic_int*){ptr.at(r)}, memory_order_relaxed) != "
+                f"{expected.at(r)})")
+        em.close()
+    if _sem(op) in ("acquire", "acq_rel"):
+        em.emit(_FENCE)
+    em.emit("threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);")
+    name = em.fresh(op.result.name)
+    em.emit(f"const bool {name} = true;")
+    em.scalar_or_splat(op.result, name, "bool")

@@ -1,25 +1,27 @@
-"""The combine region of `tt.reduce` and `tt.scan`, emitted once as an MSL function and called at every
-combining step; and the byte layout both use for per-operand scratch in threadgroup memory."""
+"""Regions emitted once as MSL functions and called per element: the combine region of `tt.reduce` and
+`tt.scan` (called at every combining step) and the scalar function of `tt.map_elementwise`; and the
+per-operand scratch reduce and scan share in threadgroup memory."""
 from __future__ import annotations
 
 from typing import List, Sequence
 
 from ..ir import Op, Region, Value
 from ..ir.types import TensorType
+from .control_flow_ops import lower_body
 from .emitter import FunctionEmitter, Lowered
 from .msl_types import msl_size
 
 
-class Combine:
-    """A combine region emitted as `void f(thread T& acc..., T other..., captured...)`; `call` spells one
-    invocation that folds `others` into `accs`."""
+class RegionFunction:
+    """A region emitted as an MSL function; `call(first, second)` spells one invocation with the two groups
+    of arguments (combine: accumulators then others; map: inputs then outputs) and the captured values."""
 
     def __init__(self, name: str, captured: List[str]):
         self.name = name
         self.captured = captured
 
-    def call(self, accs: Sequence[str], others: Sequence[str]) -> str:
-        return f"{self.name}({', '.join(list(accs) + list(others) + self.captured)});"
+    def call(self, first: Sequence[str], second: Sequence[str]) -> str:
+        return f"{self.name}({', '.join(list(first) + list(second) + self.captured)});"
 
 
 def _external_values(region: Region) -> List[Value]:
@@ -42,10 +44,35 @@ def _external_values(region: Region) -> List[Value]:
     return used
 
 
-def emit_combine_function(em: FunctionEmitter, op: Op, hint: str, wide_bf16: bool = False) -> Combine:
-    """Emit the combine region of a reduce/scan as an MSL function. Values the region reads from outside
-    are re-created (scalar constants) or passed in (other uniform values). With `wide_bf16`, bfloat16
-    values are float in the function and never rounded."""
+def _capture_externals(em: FunctionEmitter, sub: FunctionEmitter, region: Region, params: List[str]) -> List[str]:
+    """Make the values `region` reads from outside available in `sub`: scalar constants are re-created,
+    other uniform values become extra parameters (appended to `params`); returns the caller's expressions
+    for those parameters."""
+    captured = []
+    for v in _external_values(region):
+        owner = v.owner
+        if isinstance(owner, Op) and owner.name == "arith.constant" and not isinstance(v.type, TensorType):
+            sub.lower_op(owner)
+            continue
+        outer = em.get(v)
+        if outer.is_tensor and not outer.uniform:
+            raise em.unsupported(f"a {em.current_op.name} region that reads a tensor defined outside it is not "
+                                 "supported")
+        pname = sub.fresh(v.name)
+        params.append(f"{outer.ctype} {pname}")
+        sub.bind(v, Lowered(pname, outer.ctype))
+        captured.append(outer.at(0))
+    return captured
+
+
+def _define(em: FunctionEmitter, name: str, params: List[str], sub: FunctionEmitter) -> None:
+    lines, _ = sub.text_with_origins()
+    em.ctx.add_function(name, f"static inline void {name}({', '.join(params)}) {{\n" + "\n".join(lines) + "\n}")
+
+
+def emit_combine_function(em: FunctionEmitter, op: Op, hint: str, wide_bf16: bool = False) -> RegionFunction:
+    """Emit the combine region of a reduce/scan as an MSL function. With `wide_bf16`, bfloat16 values are
+    float in the function and never rounded."""
     region = op.regions[0]
     block = region.entry
     n = len(op.operands)
@@ -59,19 +86,7 @@ def emit_combine_function(em: FunctionEmitter, op: Op, hint: str, wide_bf16: boo
         if i < n:
             accs.append(pname)
         sub.bind(arg, Lowered(pname, ct))
-    captured = []
-    for v in _external_values(region):
-        owner = v.owner
-        if isinstance(owner, Op) and owner.name == "arith.constant" and not isinstance(v.type, TensorType):
-            sub.lower_op(owner)
-            continue
-        outer = em.get(v)
-        if outer.is_tensor and not outer.uniform:
-            raise em.unsupported("a combine region that reads a tensor defined outside it is not supported")
-        pname = sub.fresh(v.name)
-        params.append(f"{outer.ctype} {pname}")
-        sub.bind(v, Lowered(pname, outer.ctype))
-        captured.append(outer.at(0))
+    captured = _capture_externals(em, sub, region, params)
     *body, ret = block.ops
     if ret.name not in ("tt.reduce.return", "tt.scan.return"):
         raise em.internal(f"combine region ends with {ret.name}, expected a return")
@@ -84,9 +99,33 @@ def emit_combine_function(em: FunctionEmitter, op: Op, hint: str, wide_bf16: boo
         temps.append(t)
     for acc, t in zip(accs, temps):
         sub.emit(f"{acc} = {t};")
-    lines, _ = sub.text_with_origins()
-    em.ctx.add_function(name, f"static inline void {name}({', '.join(params)}) {{\n" + "\n".join(lines) + "\n}")
-    return Combine(name, captured)
+    _define(em, name, params, sub)
+    return RegionFunction(name, captured)
+
+
+def emit_scalar_function(em: FunctionEmitter, op: Op, hint: str) -> RegionFunction:
+    """Emit the scalar-function region of `tt.map_elementwise` as `void f(T in..., thread R& out...,
+    captured...)`; the region may branch (several blocks) and ends with `tt.map_elementwise.return`.
+    `call(ins, outs)` spells one invocation."""
+    region = op.regions[0]
+    pack = int(op.attrs.get("pack", 1))
+    name = em.ctx.generated_name(f"map_{hint}")
+    sub = FunctionEmitter(em.ctx, axis=None)
+    params = []
+    for i, arg in enumerate(region.entry.args):
+        ct = sub.ctype(arg.type)
+        pname = sub.fresh(f"in{i}")
+        params.append(f"{ct} {pname}")
+        sub.bind(arg, Lowered(pname, ct))
+    for i, res in enumerate(r for r in op.results for _ in range(pack)):
+        ct = sub.ctype(res.type.element)
+        pname = sub.fresh(f"out{i}")
+        params.append(f"thread {ct}& {pname}")
+        sub.out_params.append(Lowered(pname, ct))
+    captured = _capture_externals(em, sub, region, params)
+    lower_body(sub, region)
+    _define(em, name, params, sub)
+    return RegionFunction(name, captured)
 
 
 def operand_scratch(em: FunctionEmitter, ctypes: Sequence[str], op: Op, numel: int, hint: str) -> List[str]:

@@ -114,7 +114,7 @@ def _while(em: FunctionEmitter, op: Op) -> None:
     em.close()
 
 
-@FAMILY.lowers("tt.return")
+@FAMILY.lowers("tt.return", "tt.map_elementwise.return")
 def _return(em: FunctionEmitter, op: Op) -> None:
     if op.operands:
         assign(em, em.out_params, [em.get(v) for v in op.operands])

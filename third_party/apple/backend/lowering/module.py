@@ -34,6 +34,7 @@ from .gather_ops import FAMILY as GATHER
 from .histogram_ops import FAMILY as HISTOGRAM
 from .load_store_ops import FAMILY as LOAD_STORE
 from .local_memory_ops import FAMILY as LOCAL_MEMORY
+from .map_elementwise_ops import FAMILY as MAP_ELEMENTWISE
 from .reduce_ops import FAMILY as REDUCE
 from .scan_ops import FAMILY as SCAN
 from .spmd_ops import FAMILY as SPMD
@@ -41,7 +42,7 @@ from .view_ops import FAMILY as VIEW
 
 # Every op family the lowering knows: one `*_ops.py` module each.
 FAMILIES = (ATOMIC, BARRIER, CONSTANT, CONTROL_FLOW, CONVERT_LAYOUT, DEBUG, DOT, ELEMENTWISE, EXTERN, GATHER, HISTOGRAM,
-            LOAD_STORE, LOCAL_MEMORY, REDUCE, SCAN, SPMD, VIEW)
+            LOAD_STORE, LOCAL_MEMORY, MAP_ELEMENTWISE, REDUCE, SCAN, SPMD, VIEW)
 LOWERINGS = build_table(FAMILIES)
 
 PRELUDE = """#include <metal_stdlib>

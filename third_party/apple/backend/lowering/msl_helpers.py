@@ -165,6 +165,40 @@ HELPERS = {
     const float frac = 1.0f + float(q) / float(1u << mbits);
     return sign * frac * as_type<float>(uint(int(e) - bias + 127) << 23);
 }""",
+    # 16-bit atomics: Metal's atomics are 32-bit, so these update the 16-bit half of the containing 32-bit
+    # word with a compare-and-swap loop (relaxed, like every Metal atomic; callers add fences for sem).
+    "tt_atomic_add16":
+    """template <typename T> static inline T tt_atomic_add16(device T* p, T v) {
+    const ulong addr = reinterpret_cast<ulong>(p);
+    device atomic_uint* word = reinterpret_cast<device atomic_uint*>(addr & ~ulong(3));
+    const uint shift = uint(addr & 2ul) * 8u;
+    uint old = atomic_load_explicit(word, memory_order_relaxed);
+    while (true) {
+        const T cur = as_type<T>(ushort(old >> shift));
+        const T sum = T(float(cur) + float(v));
+        const uint repl = (old & ~(0xFFFFu << shift)) | (uint(as_type<ushort>(sum)) << shift);
+        if (atomic_compare_exchange_weak_explicit(word, &old, repl, memory_order_relaxed, memory_order_relaxed)) {
+            return cur;
+        }
+    }
+}""",
+    "tt_atomic_cas16":
+    """template <typename T> static inline T tt_atomic_cas16(device T* p, T cmp, T v) {
+    const ulong addr = reinterpret_cast<ulong>(p);
+    device atomic_uint* word = reinterpret_cast<device atomic_uint*>(addr & ~ulong(3));
+    const uint shift = uint(addr & 2ul) * 8u;
+    uint old = atomic_load_explicit(word, memory_order_relaxed);
+    while (true) {
+        const ushort cur = ushort(old >> shift);
+        if (cur != as_type<ushort>(cmp)) {
+            return as_type<T>(cur);
+        }
+        const uint repl = (old & ~(0xFFFFu << shift)) | (uint(as_type<ushort>(v)) << shift);
+        if (atomic_compare_exchange_weak_explicit(word, &old, repl, memory_order_relaxed, memory_order_relaxed)) {
+            return as_type<T>(cur);
+        }
+    }
+}""",
     "tt_erf":
     """static inline float tt_erf(float x) {
     // erf(x) = x * P(x^2) for |x| < 2; 1 - exp(-x^2) * Q(1/x) for 2 <= |x| < 4; +-1 beyond (erfc(4) < 2^-25).

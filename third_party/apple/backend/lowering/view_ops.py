@@ -1,13 +1,13 @@
 """Lowering of the view ops, which rearrange a tensor's elements without computing: `tt.broadcast`,
 `tt.expand_dims`, `tt.reshape`, `tt.trans` (through the relayout of convert_layout_ops), `tt.join`,
-`tt.split` (register pairs) and `tt.cat` (through threadgroup memory)."""
+`tt.split` (register pairs), `tt.cat` (through threadgroup memory) and `tt.unsplat`."""
 from __future__ import annotations
 
 from ..ir import Op
 from ..ir.types import TensorType
 from ..layouts import Coord, LinearLayout, local_register_map
 from .convert_layout_ops import relayout, tensor_scratch
-from .emitter import FunctionEmitter, linear_expr
+from .emitter import FunctionEmitter, Lowered, linear_expr
 from .registry import OpFamily
 from .shared_memory import load_registers, row_major_strides, store_registers
 
@@ -134,3 +134,13 @@ def _cat(em: FunctionEmitter, op: Op) -> None:
         store_registers(em, src, f"({shifted})", row_major_strides(v.type.shape))
     em.barrier()
     load_registers(em, em.declare(op.result), buf, row_major_strides(res_ty.shape))
+
+
+@FAMILY.lowers("tt.unsplat")
+def _unsplat(em: FunctionEmitter, op: Op) -> None:
+    """A one-element tensor to its scalar: every thread holds the element (all bases of a one-element
+    layout are zero) in register 0."""
+    src = em.get(op.operands[0])
+    name = em.fresh(op.result.name)
+    em.emit(f"const {src.ctype} {name} = {src.at(0)};")
+    em.bind(op.result, Lowered(name, src.ctype))
