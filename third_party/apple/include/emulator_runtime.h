@@ -91,7 +91,7 @@ enum {
 enum {
   TT_OK = 0,
   TT_ERR_INVALID = 1,        /* bad launch arguments */
-  TT_ERR_OOB = 2,            /* out-of-bounds access to a buffer (guard page or canary) */
+  TT_ERR_OOB = 2,            /* out-of-bounds access to a buffer (guard zone or canary) */
   TT_ERR_READONLY_WRITE = 3, /* write to a constant / device const buffer */
   TT_ERR_TG_OOB = 4,         /* out-of-bounds access to threadgroup memory */
   TT_ERR_STACK = 5,          /* emulated thread overflowed its stack */

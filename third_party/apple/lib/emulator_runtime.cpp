@@ -1078,7 +1078,7 @@ bool classify_buffer_fault(Launch *L, uintptr_t addr, uintptr_t base, int is_wri
 }
 
 // After a launch: detect writes into the slack bytes around each buffer (between the data and the
-// guard pages). Returns false (and records an error) if a canary byte changed.
+// guard zones). Returns false (and records an error) if a canary byte changed.
 bool check_canaries(Launch *L) {
   for (const Group &g : L->groups) {
     if (g.readonly)
