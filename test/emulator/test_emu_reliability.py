@@ -489,7 +489,7 @@ def test_failing_launch_costs_about_what_a_launch_costs(emu):
     timed(5000)  # the first failure of the process starts the symbolizer
     ok = sorted(timed(0) for _ in range(7))[3]
     bad = sorted(timed(5000 + i) for i in range(7))[3]
-    assert bad < max(5 * ok, 0.005), (ok, bad)
+    assert bad < max(5 * ok, 0.010), (ok, bad)  # it was ~40 ms
 
 
 def test_launches_from_several_threads_take_turns(emu):
