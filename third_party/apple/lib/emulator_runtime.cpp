@@ -838,12 +838,14 @@ bool run_threadgroup(Worker *w, uint64_t linear) {
 
 const unsigned char kCanary = 0xA5;
 // Buffer mappings are kept for the next launch (saves the mmap/mprotect of the guard zones), but only
-// small ones and only up to kRegionPoolMax in all: a big launch must not leave its copies resident.
+// small ones and only up to kRegionPoolMax in all: a big launch must not leave its copies resident. The
+// count is bounded too: each mapping reserves 2 x 8 GB of address space for its guard zones.
 std::mutex g_region_mu;
 std::multimap<size_t, Region> &g_region_pool = *new std::multimap<size_t, Region>();
 size_t g_region_pool_bytes = 0;
 const size_t kRegionPoolMax = (size_t)64 << 20;
 const size_t kRegionPoolMaxEach = (size_t)8 << 20;
+const size_t kRegionPoolMaxCount = 256;
 
 inline size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
@@ -880,7 +882,8 @@ void release_region(Region &r, bool was_readonly) {
   if (was_readonly)
     mprotect(r.body, r.bodylen, PROT_READ | PROT_WRITE);
   std::lock_guard<std::mutex> lk(g_region_mu);
-  if (r.bodylen <= kRegionPoolMaxEach && g_region_pool_bytes + r.bodylen <= kRegionPoolMax) {
+  if (r.bodylen <= kRegionPoolMaxEach && g_region_pool_bytes + r.bodylen <= kRegionPoolMax &&
+      g_region_pool.size() < kRegionPoolMaxCount) {
     g_region_pool.emplace(r.bodylen, r);
     g_region_pool_bytes += r.bodylen;
   } else {
