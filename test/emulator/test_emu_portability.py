@@ -184,7 +184,8 @@ int main() {
   b[1].flags = TT_BUF_SCALAR | TT_BUF_READONLY;
   b[1].name = "off";
   st = run("./k_oob.so", b, 2, 1, 32, 0, &res);
-  printf("oob ok=%d slot=%d index=%lld\n", st == TT_ERR_OOB, res.slot, (long long)res.index);
+  printf("oob ok=%d slot=%d index=%lld write=%d\n", st == TT_ERR_OOB, res.slot, (long long)res.index,
+         res.is_write);
   int flag = 0;
   b[0].host = &flag;
   b[0].nbytes = 4;
@@ -240,6 +241,6 @@ def test_runtime_runs_kernels_on_aarch64_under_qemu(tmp_path):
     res = _check([qemu, "-L", "/usr/aarch64-linux-gnu", "./driver"], cwd=tmp_path)
     out = res.stdout
     assert "basic ok=1" in out, out
-    assert "oob ok=1 slot=0 index=-3000" in out, out
+    assert "oob ok=1 slot=0 index=-3000 write=0" in out, out  # a read, from the instruction (qemu has no ESR)
     assert "timeout ok=1 running=1" in out, out
     assert "div ok=1 events=1 kind=1 q=0,0,0,0" in out, out  # AArch64: x / 0 == 0, reported as an event

@@ -1190,6 +1190,16 @@ int esr_is_write(uint64_t esr) {
     return (esr >> 6) & 1 ? 1 : 0;
   return -1;
 }
+
+// Without an ESR (e.g. under qemu-user): the instruction's L bit (bit 22 of the loads-and-stores group:
+// LDR/STR, LDP/STP, LD1/ST1, exclusives); -1 for other instructions.
+int insn_is_write(uintptr_t pc) {
+  uint32_t insn;
+  memcpy(&insn, (const void *)pc, 4);
+  if ((insn & 0x0a000000) != 0x08000000)
+    return -1;
+  return (insn >> 22) & 1 ? 0 : 1;
+}
 #endif
 
 int context_is_write(int sig, void *ucv) {
@@ -1219,7 +1229,7 @@ int context_is_write(int sig, void *ucv) {
     }
     p += size;
   }
-  return -1;
+  return uc->uc_mcontext.pc ? insn_is_write((uintptr_t)uc->uc_mcontext.pc) : -1;
 #else
   (void)uc;
   return -1;
