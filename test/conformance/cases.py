@@ -338,12 +338,14 @@ def all_cells(device: str):
             if op in ("and", "or", "xor") and dt in ("float32", "float16"):
                 continue
             refused, by = None, "apple"
-            if dt == "int64":
-                refused = r"atomic \w+ on i64 is not supported: Metal atomics are 32-bit"
+            if dt == "int64" and op in ("add", "and", "or", "xor"):  # the cell's kernel stores the old value
+                refused = rf"64-bit atomic {op} whose old value is used is not supported"
+            elif dt == "int64":
+                refused = r"64-bit atomic \w+ (whose old value is used )?is not supported"
             elif dt == "float16" and op != "add":  # Triton's frontend itself allows only atomic_add on fp16
                 refused, by = rf"atomic_{op} does not support fp16", "triton"
             cells.append(Cell("atomics", op, dt, _atomic_runner(op, dt, device), refused, by))
     for dt in ["float64"]:
         cells.append(Cell("arithmetic", "add", dt, _binary_runner("add", dt, device),
-                          "float64 tensors are not supported: Metal has no double type"))
+                          "float64 tensors are not supported[:,] Metal has no double type"))
     return cells

@@ -14,6 +14,7 @@ from typing import List
 
 from ..ir import Op
 from ..ir.types import ScalarType
+from ..target import family
 from .emitter import FunctionEmitter, Lowered, elem_type, is_tensor
 from .msl_types import elem_bytes
 from .registry import OpFamily
@@ -52,6 +53,31 @@ def _atomic_type(em: FunctionEmitter, op: Op, kind: str, ty: ScalarType) -> tupl
                          "(64-bit atomics exist only as ulong min/max on Apple9 and are not used yet)")
 
 
+_WIDE_HELPERS = {"add": ("tt_atomic_add64", "tt_atomic_add64"), "and": ("tt_atomic_bits64", "tt_atomic_and64"),
+                 "or": ("tt_atomic_bits64", "tt_atomic_or64"), "xor": ("tt_atomic_bits64", "tt_atomic_xor64")}
+
+
+def _wide_atomic(em: FunctionEmitter, op: Op, kind: str) -> str:
+    """The MSL call (a format string over `ptr` and `value`) of a 64-bit integer RMW, or a clear refusal.
+    add/and/or/xor are exact on two 32-bit words; unsigned min/max are native on families that have
+    64-bit atomic min/max (Apple9). None of them yields an atomic old value, so the result must be unused."""
+    fam = family(em.ctx.options.arch)
+    if op.results and id(op.result) in em.ctx.used_values:
+        raise em.unsupported(f"64-bit atomic {kind} whose old value is used is not supported: Metal has no 64-bit "
+                             "atomic read-modify-write returning the old value; use 32-bit atomics or drop the "
+                             "result")
+    if kind in _WIDE_HELPERS:
+        helper, fn = _WIDE_HELPERS[kind]
+        em.ctx.require(helper)
+        return fn + "((device long*){ptr}, long({value}))"
+    if kind in ("umax", "umin") and fam.atomic_ulong_min_max:
+        fn = "atomic_max_explicit" if kind == "umax" else "atomic_min_explicit"
+        return fn + "((device atomic_ulong*){ptr}, ulong({value}), memory_order_relaxed)"
+    raise em.unsupported(f"64-bit atomic {kind} is not supported on {fam.name} ({fam.chips}): Metal offers only "
+                         "unsigned 64-bit min/max, on Apple9 (M3/M4); add/and/or/xor are built from 32-bit "
+                         "atomics; exchange, compare-and-swap and signed min/max have no correct form")
+
+
 def _emit_per_owned_element(em: FunctionEmitter, op: Op, body) -> List[Lowered]:
     """Run `body(r, results)` for each element this thread owns; returns the result values, shared with
     every thread that holds the element when the layout replicates it."""
@@ -86,11 +112,16 @@ def _atomic_rmw(em: FunctionEmitter, op: Op) -> None:
     ty = elem_type(op.operands[1])
     ptr, val = em.get(op.operands[0]), em.get(op.operands[1])
     half_add = ty.name in ("f16", "bf16") and kind == "fadd"
-    atype, vtype = (None, em.ctype(ty)) if half_add else _atomic_type(em, op, kind, ty)
+    wide = ty.name == "i64"
+    if wide:
+        helper = _wide_atomic(em, op, kind)
+    atype, vtype = (None, em.ctype(ty)) if half_add or wide else _atomic_type(em, op, kind, ty)
 
     def call_of(r: str, value: str) -> str:
         if half_add:
             return f"{em.ctx.require('tt_atomic_add16')}({ptr.at(r)}, {value})"
+        if wide:
+            return helper.format(ptr=ptr.at(r), value=value)
         return f"{_RMW[kind]}((device {atype}*){ptr.at(r)}, {value}, memory_order_relaxed)"
 
     mask = em.get(op.operands[2]) if len(op.operands) > 2 else None
@@ -103,12 +134,12 @@ def _atomic_rmw(em: FunctionEmitter, op: Op) -> None:
             em.open(f"if ({mask.at(r)})")
         value = val.at(r) if vtype == em.ctype(ty) else f"{vtype}({val.at(r)})"
         call = call_of(r, value)
-        if out is not None:
+        if out is not None and not wide:  # 64-bit RMWs return nothing (their result is unused)
             em.emit(f"{out.at(r)} = {out.ctype}({call});")
         else:
             em.emit(f"{call};")
         if mask is not None:
-            if out is not None:
+            if out is not None and not wide:
                 em.else_()
                 em.emit(f"{out.at(r)} = {out.ctype}(0);")
             em.close()

@@ -199,6 +199,40 @@ HELPERS = {
         }
     }
 }""",
+    # 64-bit add/and/or/xor on two 32-bit words (little-endian: word 0 is the low half). The final value is
+    # exact under any contention (the carry out of the low word is added to the high word), but the two
+    # halves are updated separately, so these return nothing: there is no atomic 64-bit old value.
+    "tt_atomic_add64":
+    """static inline void tt_atomic_add64(device long* p, long v) {
+    device atomic_uint* w = (device atomic_uint*)p;
+    const ulong u = as_type<ulong>(v);
+    const uint lo = uint(u);
+    const uint hi = uint(u >> 32);
+    const uint old_lo = atomic_fetch_add_explicit(&w[0], lo, memory_order_relaxed);
+    const uint carry = uint(old_lo + lo < old_lo);
+    if (hi + carry != 0u) {
+        atomic_fetch_add_explicit(&w[1], hi + carry, memory_order_relaxed);
+    }
+}""",
+    "tt_atomic_bits64":
+    """static inline void tt_atomic_and64(device long* p, long v) {
+    device atomic_uint* w = (device atomic_uint*)p;
+    const ulong u = as_type<ulong>(v);
+    atomic_fetch_and_explicit(&w[0], uint(u), memory_order_relaxed);
+    atomic_fetch_and_explicit(&w[1], uint(u >> 32), memory_order_relaxed);
+}
+static inline void tt_atomic_or64(device long* p, long v) {
+    device atomic_uint* w = (device atomic_uint*)p;
+    const ulong u = as_type<ulong>(v);
+    atomic_fetch_or_explicit(&w[0], uint(u), memory_order_relaxed);
+    atomic_fetch_or_explicit(&w[1], uint(u >> 32), memory_order_relaxed);
+}
+static inline void tt_atomic_xor64(device long* p, long v) {
+    device atomic_uint* w = (device atomic_uint*)p;
+    const ulong u = as_type<ulong>(v);
+    atomic_fetch_xor_explicit(&w[0], uint(u), memory_order_relaxed);
+    atomic_fetch_xor_explicit(&w[1], uint(u >> 32), memory_order_relaxed);
+}""",
     "tt_erf":
     """static inline float tt_erf(float x) {
     // erf(x) = x * P(x^2) for |x| < 2; 1 - exp(-x^2) * Q(1/x) for 2 <= |x| < 4; +-1 beyond (erfc(4) < 2^-25).

@@ -904,7 +904,7 @@ static inline tt_double tt_f64_exp(tt_double x) {
     if (ax >= TT_F64_INF) {
         return ax > TT_F64_INF ? tt_f64_from_bits(x.bits | TT_F64_QUIET) : tt_f64_from_bits((x.bits >> 63) != 0ul ? 0ul : TT_F64_INF);
     }
-    if (ax > 0x4086300000000000ul) {  // |x| > 710
+    if ((x.bits >> 63) == 0ul ? ax > 0x4086300000000000ul : ax > 0x4087500000000000ul) {  // x > 710 or x < -746
         return tt_f64_from_bits((x.bits >> 63) != 0ul ? 0ul : TT_F64_INF);
     }
     int k;
