@@ -152,10 +152,26 @@ def bench_launch(device, size, timer, failures) -> dict:
             rows.append([name, "error", num(torch_us), "-"])
             continue
         out[name] = us
-        rows.append([name, num(us), num(torch_us), f"{us / torch_us:.2f}x"])
+        rows.append([name, num(us), num(torch_us), f"{us / torch_us:.3g}x"])
     print(f"\nLaunch overhead: {n} launches back to back, one synchronize, median of 5 batches")
     print(table(["kernel", "Triton µs/launch", "torch x.add_(1) µs", "Triton/torch"], rows))
     return out
+
+
+def rate(timer: Timer, fn: Callable[[], object], work: float, failures: List[str], what: str) -> Optional[float]:
+    """work / second of fn() (work in bytes or FLOPs), or None if fn fails (recorded in `failures`)."""
+    try:
+        return work / (timer(fn) * 1e-3)
+    except Exception as e:  # noqa: BLE001 (reported in the table and at the end)
+        failures.append(f"{what}: {tk.describe_error(e)}")
+        return None
+
+
+def cells(ours: Optional[float], theirs: Optional[float], scale: float) -> List[str]:
+    """[ours, theirs, ours/theirs] in units of `scale` (1e9: GB/s or GFLOP/s; 1e12: TFLOP/s)."""
+    fmt = lambda v: "error" if v is None else num(v / scale)  # noqa: E731
+    ratio = f"{ours / theirs:.3g}x" if ours and theirs else "-"
+    return [fmt(ours), fmt(theirs), ratio]
 
 
 def bench_add(device, size, timer, failures, peak) -> dict:
@@ -164,46 +180,40 @@ def bench_add(device, size, timer, failures, peak) -> dict:
         launch = tk.vector_add(device, n)
         x, y, o = launch.args["x_ptr"], launch.args["y_ptr"], launch.args["out_ptr"]
         ok = checked(launch, failures, f"vector add n={n}")
-        t_tri = timer(launch.call)
-        t_torch = timer(lambda: torch.add(x, y, out=o))
-        gb_tri, gb_torch = launch.bytes / t_tri / 1e6, launch.bytes / t_torch / 1e6
-        pct = f"{100 * gb_tri / peak:.0f}%" if peak else "n/a"
-        rows.append([n, num(gb_tri), num(gb_torch), f"{gb_tri / gb_torch:.2f}x", pct, ok])
-        out[n] = dict(triton_gbps=gb_tri, torch_gbps=gb_torch, peak_gbps=peak, check=ok)
+        ours = rate(timer, launch.call, launch.bytes, failures, f"vector add n={n}")
+        theirs = rate(timer, lambda: torch.add(x, y, out=o), launch.bytes, failures, f"torch.add n={n}")
+        pct = f"{100 * ours / 1e9 / peak:.0f}%" if peak and ours else "n/a"
+        rows.append([n] + cells(ours, theirs, 1e9) + [pct, ok])
+        out[n] = dict(triton_gbps=ours and ours / 1e9, torch_gbps=theirs and theirs / 1e9, peak_gbps=peak, check=ok)
     print("\nVector add (fp32, 12 bytes per element)")
     print(table(["n", "Triton GB/s", "torch.add GB/s", "Triton/torch", "of peak DRAM", "check"], rows))
     return out
 
 
 def bench_gemm(device, size, timer, failures, full: bool) -> dict:
+    """TFLOP/s on MPS; the emulator's (tiny) numbers are printed in the same unit, hence tiny."""
     rows, out = [], {}
     configs = tk.MATMUL_CONFIGS if full else tk.MATMUL_CONFIGS[:1]
     for dtype in (torch.float16, torch.bfloat16):
         dname = str(dtype).replace("torch.", "")
         for n in size["gemm"]:
-            best = None
-            for cfg in configs:
+            best, errors = None, []
+            for cfg in configs:  # the best tile; one that does not compile or fit is left out
                 launch = tk.matmul(device, n, n, n, dtype, cfg)
-                try:
-                    launch.call()
-                    ms = timer(launch.call)
-                except Exception as e:  # noqa: BLE001 (a tile that does not fit is skipped)
-                    last_error = tk.describe_error(e)
-                    continue
-                if best is None or ms < best[0]:
-                    best = (ms, launch)
-            a, b = (tk.matmul(device, n, n, n, dtype).args[k] for k in ("a_ptr", "b_ptr"))
-            t_torch = timer(lambda: torch.mm(a, b))
-            tf_torch = 2.0 * n**3 / t_torch / 1e9
+                ours = rate(timer, launch.call, launch.flops, errors, launch.note)
+                if ours is not None and (best is None or ours > best[0]):
+                    best = (ours, launch)
+            launch = best[1] if best else tk.matmul(device, n, n, n, dtype)
+            a, b = launch.args["a_ptr"], launch.args["b_ptr"]
+            theirs = rate(timer, lambda: torch.mm(a, b), launch.flops, failures, f"torch.mm {dname} {n}")
             if best is None:
-                failures.append(f"gemm {dname} {n}: {last_error}")
-                rows.append([dname, n, "error", num(tf_torch), "-", "-", last_error[:60]])
+                failures.append(f"gemm {dname} {n}: every tile failed: {'; '.join(errors)}")
+                rows.append([dname, n] + cells(None, theirs, 1e12) + ["-", errors[0][:70] if errors else "-"])
                 continue
-            ms, launch = best
             ok = checked(launch, failures, f"gemm {dname} {n}")
-            tf = launch.flops / ms / 1e9
-            rows.append([dname, n, num(tf), num(tf_torch), f"{tf / tf_torch:.2f}x", launch.note, ok])
-            out[f"{dname} {n}"] = dict(triton_tflops=tf, torch_tflops=tf_torch, config=launch.note, check=ok)
+            rows.append([dname, n] + cells(best[0], theirs, 1e12) + [launch.note, ok])
+            out[f"{dname} {n}"] = dict(triton_tflops=best[0] / 1e12, torch_tflops=theirs and theirs / 1e12,
+                                       config=launch.note, check=ok, tile_errors=errors)
     print("\nGEMM C = A @ B, M = N = K (fp32 accumulation)")
     print(table(["dtype", "M=N=K", "Triton TFLOP/s", "torch.mm TFLOP/s", "Triton/torch", "tile", "check"], rows))
     return out
@@ -213,24 +223,18 @@ def bench_attention(device, size, timer, failures) -> dict:
     rows, out = [], {}
     for heads, ctx in size["attention"]:
         for causal in (False, True):
+            what = f"attention {heads}x{ctx}{' causal' if causal else ''}"
             launch = tk.attention(device, heads, ctx, 64, causal)
             q, k, v = (launch.args[n].unsqueeze(0) for n in ("Q", "K", "V"))
             scale = launch.args["sm_scale"]
-            ok = checked(launch, failures, f"attention {heads}x{ctx} causal={causal}")
-            try:
-                ms = timer(launch.call)
-                tf = num(launch.flops / ms / 1e9)
-            except Exception as e:  # noqa: BLE001
-                failures.append(f"attention {heads}x{ctx}: {tk.describe_error(e)}")
-                ms, tf = None, "error"
-            t_torch = timer(lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal,
-                                                                                     scale=scale))
-            tf_torch = launch.flops / t_torch / 1e9
-            ratio = f"{(launch.flops / ms / 1e9) / tf_torch:.2f}x" if ms else "-"
-            rows.append([heads, ctx, "yes" if causal else "no", tf, num(tf_torch), ratio, ok])
-            out[f"{heads}x{ctx}{' causal' if causal else ''}"] = dict(
-                triton_tflops=launch.flops / ms / 1e9 if ms else None, torch_tflops=tf_torch, check=ok)
-    print("\nFlash attention forward, fp16, head dim 64 (heads = batch x heads)")
+            ok = checked(launch, failures, what)
+            ours = rate(timer, launch.call, launch.flops, failures, what)
+            theirs = rate(
+                timer, lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale),
+                launch.flops, failures, f"SDPA {heads}x{ctx}")
+            rows.append([heads, ctx, "yes" if causal else "no"] + cells(ours, theirs, 1e12) + [ok])
+            out[what] = dict(triton_tflops=ours and ours / 1e12, torch_tflops=theirs and theirs / 1e12, check=ok)
+    print("\nFlash attention forward, fp16, head dim 64 (heads = batch x heads; causal counts half the FLOPs)")
     print(table(["heads", "seq", "causal", "Triton TFLOP/s", "SDPA TFLOP/s", "Triton/torch", "check"], rows))
     return out
 
