@@ -1,6 +1,6 @@
 """Code-generation report: what the apple backend emits for tutorial-style kernels, next to a baseline.
 
-    python bench/codegen_report.py                        # baseline: the backend of git revision HEAD~1
+    python bench/codegen_report.py                        # baseline: the previous version of the backend
     python bench/codegen_report.py --baseline <rev>       # any revision git knows (a sha, a tag, HEAD~5)
     python bench/codegen_report.py --baseline bench/codegen_baseline.json   # a stored baseline
     python bench/codegen_report.py --save-baseline out.json                 # store this tree's numbers
@@ -16,7 +16,9 @@ bench/msl_stats.py for the exact definitions):
   scalars, SIMD-group builtin calls vs shuffle call sites, and for dot kernels the simdgroup_matrix
   loads / multiply-accumulates / stores and barriers one simdgroup executes per K step.
 
-The baseline is the same numbers for the backend (`third_party/apple`) of another git revision: that
+The baseline is the same numbers for the backend (`third_party/apple`) of another git revision, by
+default the previous version of the backend: HEAD if the working tree changes third_party/apple, else the
+parent of the last commit that changed it (`--baseline HEAD~1`, or any revision, to choose). That
 revision's `third_party/apple` is extracted with `git archive` into a temporary directory and this script
 runs again in a subprocess whose `triton.backends.apple` / `triton.language.extra.apple` imports are
 redirected there (fresh TRITON_CACHE_DIR, no network). The kernels, the shapes and this script are the
@@ -106,8 +108,9 @@ class _BackendRedirect(importlib.abc.MetaPathFinder):
 def _parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    ap.add_argument("--baseline", default="HEAD~1",
-                    help="git revision, or a JSON file written by --save-baseline (default: HEAD~1)")
+    ap.add_argument("--baseline", default="auto",
+                    help="git revision, a JSON file written by --save-baseline, or auto (default): HEAD when "
+                    "third_party/apple has uncommitted changes, else the parent of the last commit that changed it")
     ap.add_argument("--no-baseline", action="store_true", help="only this tree's numbers")
     ap.add_argument("--no-run", action="store_true", help="do not launch the kernels (no correctness column)")
     ap.add_argument("--family", default="apple7", help="GPU family of the target compiled for (default apple7)")
@@ -181,6 +184,20 @@ def _git(*args, check=True) -> str:
     if check and res.returncode != 0:
         raise RuntimeError(f"git {' '.join(args)}: {res.stderr.strip()}")
     return res.stdout.strip()
+
+
+def resolve_baseline(rev: str) -> tuple:
+    """(git revision, why it was chosen) for --baseline; `auto` picks the previous version of the backend."""
+    if rev != "auto":
+        return rev, ""
+    dirty = subprocess.run(["git", "-C", str(ROOT), "diff", "--quiet", "HEAD", "--", "third_party/apple"]).returncode
+    if dirty:
+        return "HEAD", "auto: third_party/apple has uncommitted changes"
+    last = _git("log", "-1", "--format=%H", "--", "third_party/apple", check=False)
+    if last and subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--verify", "-q", last + "~1"],
+                               capture_output=True).returncode == 0:
+        return last + "~1", f"auto: the parent of {last[:10]}, the last commit that changed third_party/apple"
+    return "HEAD~1", "auto: no history of third_party/apple here"
 
 
 def baseline_from_revision(rev: str, family: str, kernels: str) -> dict:
@@ -287,8 +304,9 @@ def main(opts) -> int:
             base = json.loads(Path(opts.baseline).read_text())
             base_desc = f"stored baseline {opts.baseline}"
         else:
-            base = baseline_from_revision(opts.baseline, opts.family, opts.kernels)
-            base_desc = f"git {opts.baseline}"
+            rev, why = resolve_baseline(opts.baseline)
+            base = baseline_from_revision(rev, opts.family, opts.kernels)
+            base_desc = f"git {rev}{f' ({why})' if why else ''}"
         base_desc += (f" = {base.get('revision', '?')[:10]} \"{base.get('subject', '')[:72]}\""
                       if base.get("revision") else "")
         if base.get("same_backend_as_worktree"):
