@@ -186,12 +186,16 @@ def _git(*args, check=True) -> str:
     return res.stdout.strip()
 
 
+def _backend_dirty() -> bool:
+    """Whether the working tree's third_party/apple differs from HEAD's."""
+    return subprocess.run(["git", "-C", str(ROOT), "diff", "--quiet", "HEAD", "--", "third_party/apple"]).returncode != 0
+
+
 def resolve_baseline(rev: str) -> tuple:
     """(git revision, why it was chosen) for --baseline; `auto` picks the previous version of the backend."""
     if rev != "auto":
         return rev, ""
-    dirty = subprocess.run(["git", "-C", str(ROOT), "diff", "--quiet", "HEAD", "--", "third_party/apple"]).returncode
-    if dirty:
+    if _backend_dirty():
         return "HEAD", "auto: third_party/apple has uncommitted changes"
     last = _git("log", "-1", "--format=%H", "--", "third_party/apple", check=False)
     if last and subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--verify", "-q", last + "~1"],
@@ -340,7 +344,7 @@ def main(opts) -> int:
         Path(opts.json).write_text(json.dumps({"now": now, "baseline": base, "checks": checks}, indent=1))
     if opts.save_baseline:
         sha = _git("rev-parse", "HEAD", check=False)
-        dirty = subprocess.run(["git", "-C", str(ROOT), "diff", "--quiet", "HEAD", "--", "third_party/apple"]).returncode
+        dirty = _backend_dirty()
         Path(opts.save_baseline).write_text(json.dumps({
             "revision": sha, "subject": _git("log", "-1", "--format=%s", check=False) +
             (" + uncommitted third_party/apple changes" if dirty else ""), "family": opts.family, "kernels": now
