@@ -188,7 +188,8 @@ def _git(*args, check=True) -> str:
 
 def _backend_dirty() -> bool:
     """Whether the working tree's third_party/apple differs from HEAD's."""
-    return subprocess.run(["git", "-C", str(ROOT), "diff", "--quiet", "HEAD", "--", "third_party/apple"]).returncode != 0
+    diff = subprocess.run(["git", "-C", str(ROOT), "diff", "--quiet", "HEAD", "--", "third_party/apple"])
+    return diff.returncode != 0
 
 
 def resolve_baseline(rev: str) -> tuple:
