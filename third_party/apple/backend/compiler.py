@@ -69,6 +69,10 @@ class AppleOptions:
         return hashlib.sha256(key.encode()).hexdigest()
 
 
+def _ttg_target(opt: AppleOptions) -> str:
+    return f"metal:{opt.arch}"
+
+
 def min_dot_size(target: GPUTarget):
     """Every dot shape is accepted: shapes simdgroup_matrix cannot tile take the FMA path."""
 
@@ -118,6 +122,10 @@ class AppleBackend(BaseBackend):
             raise ValueError(f"apple backend: SIMD-group width is {SIMD_WIDTH}, got warp_size={target.warp_size}")
         self.binary_ext = "msl"
 
+    def get_target_name(self, options: AppleOptions) -> str:
+        """The `ttg.target` module attribute (Gluon sets it before its layouts are verified)."""
+        return _ttg_target(options)
+
     def hash(self) -> str:
         return f"apple-{self.target.backend}-{self.family}-{_source_hash()}"
 
@@ -153,7 +161,7 @@ class AppleBackend(BaseBackend):
     @staticmethod
     def make_ttgir(mod, metadata, opt: AppleOptions):
         def to_ttgpuir(pm):
-            passes.ttir.add_convert_to_ttgpuir(pm, f"metal:{opt.arch}", opt.num_warps, SIMD_WIDTH, opt.num_ctas)
+            passes.ttir.add_convert_to_ttgpuir(pm, _ttg_target(opt), opt.num_warps, SIMD_WIDTH, opt.num_ctas)
 
         return _run_passes(mod, "make_ttgir", [
             to_ttgpuir, passes.ttgpuir.add_coalesce, passes.ttgpuir.add_remove_layout_conversions,
@@ -188,11 +196,13 @@ class AppleBackend(BaseBackend):
             stages["ttir"] = lambda src, metadata: self.make_ttir(src, metadata, options)
             stages["ttgir"] = lambda src, metadata: self.make_ttgir(src, metadata, options)
         elif language == Language.GLUON:
+            stages["glir"] = lambda src, metadata: src  # Gluon's IR is TTGIR with explicit layouts already
             stages["ttgir"] = lambda src, metadata: self.gluon_to_ttgir(src, metadata, options)
         stages["msl"] = lambda src, metadata: self.make_msl(src, metadata, options)
 
     @staticmethod
     def gluon_to_ttgir(mod, metadata, opt: AppleOptions):
+        _refuse_vendor_mma_layouts(mod.str())
         return _run_passes(mod, "gluon_to_ttgir", [
             passes.gluon.add_inliner, passes.gluon.add_infer_coalesced_encodings,
             passes.gluon.add_resolve_auto_encodings, passes.gluon.add_canonicalizer, passes.common.add_sccp,
@@ -215,6 +225,25 @@ def _refuse_float64_arguments(ttir: str) -> None:
         raise UnsupportedFeatureError(
             f"apple backend: kernel '{head.group(1)}' argument '{arg}' is a float64 tensor: float64 tensors are "
             f"not supported, Metal has no double type. Pass `{arg}` as a float32 tensor (x.to(torch.float32))")
+
+
+_VENDOR_MMA = re.compile(r"#ttg\.(nvidia_mma|amd_mfma|amd_wmma)<[^>]*>")
+
+
+def _refuse_vendor_mma_layouts(glir: str) -> None:
+    """A Gluon kernel written for another vendor's matrix units, refused before any pass runs. Apple's
+    simdgroup_matrix layout cannot be named from Gluon: it exists only in our IR (upstream's verifier cannot
+    hold it), where the backend puts Triton's `tl.dot` onto it."""
+    found = _VENDOR_MMA.search(glir)
+    if found is None:
+        return
+    head = _KERNEL_HEAD.search(glir)
+    kernel = f"kernel '{head.group(1)}'" if head else "this kernel"
+    raise UnsupportedFeatureError(
+        f"apple backend: {kernel} uses the layout {found.group(0)}, made for another vendor's matrix units; "
+        "Apple GPUs have no such layout and Gluon cannot name Apple's simdgroup_matrix one. Use gl.dot_fma on "
+        "DotOperandLayouts of a BlockedLayout, or write the product in a Triton kernel with tl.dot, which the "
+        "backend maps onto simdgroup_matrix")
 
 
 def _run_passes(mod, name: str, adders) -> Any:
