@@ -50,6 +50,12 @@ CORE_OPS = {
     "to_i8": "ulong(tt_f64_to_sint(x, -128l, 127l))", "to_u16": "tt_f64_to_uint(x, 65535ul)",
     "to_bool": "ulong(tt_f64_to_bool(x))",
 }
+# every arith.cmpf predicate and every cast through the tables the lowering uses
+CORE_OPS.update({f"cmpf_{p}": f"ulong({t.format('x', 'y')})" for p, t in soft_f64.CMPF.items()})
+_INT_TYPES = {"char": (8, True), "short": (16, True), "int": (32, True), "long": (64, True), "uchar": (8, False),
+              "ushort": (16, False), "uint": (32, False), "ulong": (64, False)}
+CORE_OPS.update({f"cast_to_{t}": f"ulong({soft_f64.CASTS_FROM_F64[t].format('x')})" for t in _INT_TYPES})
+CORE_OPS.update({f"cast_from_{t}": soft_f64.CASTS_TO_F64[t].format(f"{t}(a[i])") + ".bits" for t in _INT_TYPES})
 MATH_OPS = {"exp": "tt_f64_exp(x)", "exp2": "tt_f64_exp2(x)", "log": "tt_f64_log(x)", "log2": "tt_f64_log2(x)",
             "sin": "tt_f64_sin(x)", "cos": "tt_f64_cos(x)", "tanh": "tt_f64_tanh(x)", "pow": "tt_f64_pow(x, y)"}
 
@@ -369,6 +375,25 @@ def reference(op: str, a, b=None, c=None) -> np.ndarray:
             return ref_to_int(a, 0, 65535)
         if op == "to_bool":
             return (x != 0).astype(np.uint64)
+    if op.startswith("cmpf_"):
+        p = op[5:]
+        with np.errstate(all="ignore"):
+            uno = np.isnan(x) | np.isnan(y)
+            r = {"false": np.zeros(len(x), bool), "true": np.ones(len(x), bool), "oeq": x == y, "ogt": x > y,
+                 "oge": x >= y, "olt": x < y, "ole": x <= y, "one": (x < y) | (x > y), "ord": ~uno,
+                 "ueq": uno | (x == y), "ugt": uno | (x > y), "uge": uno | (x >= y), "ult": uno | (x < y),
+                 "ule": uno | (x <= y), "une": x != y, "uno": uno}[p]
+        return r.astype(np.uint64)
+    if op.startswith("cast_to_"):
+        bits, signed = _INT_TYPES[op[8:]]
+        lo, hi = (-2**(bits - 1), 2**(bits - 1) - 1) if signed else (0, 2**bits - 1)
+        return ref_to_int(a, lo, hi)
+    if op.startswith("cast_from_"):
+        bits, signed = _INT_TYPES[op[10:]]
+        v = [int(u) & (2**bits - 1) for u in a.tolist()]
+        if signed:
+            v = [u - 2**bits if u >= 2**(bits - 1) else u for u in v]
+        return f2b(np.array([float(u) for u in v]))
     raise KeyError(op)
 
 
@@ -380,9 +405,15 @@ _UNARY = {"neg", "sqrt", "isnan", "isinf", "isfinite", "signbit", "fabs", "floor
 _NARROW_IN = {"from_float": 32, "from_half": 16, "from_i32": 32, "from_u32": 32}
 
 
+def _is_unary(op):
+    return op in _UNARY or op.startswith("cast_")
+
+
 def inputs_for(op: str, rng, n: int):
     if op == "fma":
         a, b = binary_cases(rng, n)
+        keep = rng.permutation(len(a))[:3 * n]  # a sample of the edge x edge grid (the reference is slow)
+        a, b = a[keep], b[keep]
         m = len(a)
         c = np.where(rng.integers(0, 2, size=m) == 0, partner_bits(rng, a), random_bits(rng, m))
         # make some c cancel the product almost exactly
@@ -390,7 +421,7 @@ def inputs_for(op: str, rng, n: int):
             p = f2b(-(b2f(a) * b2f(b)))
         c = np.where(rng.integers(0, 4, size=m) == 0, p + rng.integers(-3, 4, size=m).astype(np.uint64), c)
         return a, b, c
-    if op in _UNARY:
+    if _is_unary(op):
         a = unary_cases(rng, n)
         if op in _NARROW_IN:
             bits = _NARROW_IN[op]
@@ -408,7 +439,9 @@ def check(op: str, a, b=None, c=None):
     got = run_op(op, a, b, c)
     want = reference(op, a, b, c)
     bad = got != want
-    if op in _NAN_ANY or op in ("to_float", "to_bfloat", "from_float", "from_half", "sqrt", "add", "sub", "mul",
+    if op.startswith("cast_from_"):
+        pass
+    elif op in _NAN_ANY or op in ("to_float", "to_bfloat", "from_float", "from_half", "sqrt", "add", "sub", "mul",
                                  "div", "fma", "floor", "ceil", "trunc", "rint", "round"):
         if op in _NAN_ANY:
             width = {"to_half": 16}.get(op, 64)
@@ -623,3 +656,22 @@ def test_long_fuzz_bit_exact(op):
         bad_total += int(bad.sum())
         assert not bad.any(), _report(op, a, b, c, got, want, bad)
     print(f"{op}: {total} cases, {bad_total} differ")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# hypothesis: batches of bit patterns (shrinks a failure to a minimal batch)
+# ---------------------------------------------------------------------------------------------------------
+from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+
+_BITS = st.one_of(st.integers(0, 2**64 - 1), st.sampled_from([int(v) for v in edge_bits()]),
+                  st.floats(width=64).map(lambda f: int(f2b(f))),
+                  st.integers(0, 2**64 - 1).map(lambda u: u & 0x800FFFFFFFFFFFFF))  # subnormals
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(op=st.sampled_from(["add", "sub", "mul", "div", "fma", "sqrt", "fmod", "lt", "to_float", "rint"]),
+       cases=st.lists(st.tuples(_BITS, _BITS, _BITS), min_size=1, max_size=64))
+def test_hypothesis_bit_exact(op, cases):
+    a, b, c = (np.array(col, dtype=np.uint64) for col in zip(*cases))
+    got, want, bad = check(op, a, b, c)
+    assert not bad.any(), _report(op, a, b, c, got, want, bad)
