@@ -326,10 +326,10 @@ class _LoadedLibraries:
             rec = self._loaded.get(str(kernel.so_path))
             if rec is not None:
                 rec[2] -= 1
-            limit = max(1, knobs.emulator_max_loaded.get())
-            idle = [p for p, r in self._loaded.items() if r[2] == 0]
-            for path in idle[:max(0, len(self._loaded) - limit)]:
-                self._unload(path)
+            excess = len(self._loaded) - max(1, knobs.emulator_max_loaded.get())
+            if excess > 0:
+                for path in [p for p, r in self._loaded.items() if r[2] == 0][:excess]:
+                    self._unload(path)
 
     def forget(self, path: Path) -> None:
         """Unload `path` if no launch uses it: its file was rebuilt, the next launch must load the new one."""
