@@ -114,7 +114,10 @@ def _split(value: Fraction, parts: int, head_bits: int = 53) -> list:
 
 _LN2 = Fraction(_LN2_FIX, _ONE)
 _PI = Fraction(_PI_FIX, _ONE)
+import math as _math
+_TWO_OVER_SQRTPI = Fraction(2 << _PREC, _math.isqrt(_PI_FIX << _PREC))
 _C = {
+    "TSP_HI": _split(_TWO_OVER_SQRTPI, 2)[0], "TSP_LO": _split(_TWO_OVER_SQRTPI, 2)[1],
     "LN2_HI": _split(_LN2, 2)[0], "LN2_LO": _split(_LN2, 2)[1],
     "INVLN2_HI": _split(1 / _LN2, 2)[0], "INVLN2_LO": _split(1 / _LN2, 2)[1],
     "PIO2_HI": _split(_PI / 2, 2)[0], "PIO2_LO": _split(_PI / 2, 2)[1],
@@ -1195,6 +1198,50 @@ static inline tt_double tt_f64_tanh(tt_double x) {
     const tt_f64dd q = tt_f64__dd_div(tt_f64__dd_add_d(e, -one), tt_f64__dd_add_d(e, one));
     return tt_f64_from_bits(q.hi.bits | (x.bits & TT_F64_SIGN));
 }
+
+static inline tt_f64dd tt_f64__dd_div_d(tt_f64dd x, tt_double d) {
+    const tt_double q1 = x.hi / d;
+    const tt_f64dd p = tt_f64__two_prod(q1, d);
+    const tt_double r = ((x.hi - p.hi) - p.lo) + x.lo;
+    return tt_f64__fast_two_sum(q1, r / d);
+}
+
+// erf(x) = 2/sqrt(pi) exp(-x^2) sum_n (2x^2)^n x / (2n+1)!!  (positive terms: no cancellation), in double-double
+static inline tt_double tt_f64_erf(tt_double x) {
+    const ulong ax = x.bits & TT_F64_ABS;
+    if (ax > TT_F64_INF) {
+        return tt_f64_from_bits(x.bits | TT_F64_QUIET);
+    }
+    if (ax == 0ul) {
+        return x;
+    }
+    if (ax >= 0x4018000000000000ul) {  // |x| >= 6: erfc(6) < 2^-54, erf rounds to +-1
+        return tt_f64_from_bits((x.bits & TT_F64_SIGN) | 0x3FF0000000000000ul);
+    }
+    const tt_double a = tt_f64_from_bits(ax);
+    const tt_f64dd xx = tt_f64__two_prod(a, a);
+    const tt_double two = tt_f64__k(0x4000000000000000ul);
+    const tt_f64dd w = tt_f64__dd(xx.hi * two, xx.lo * two);
+    tt_f64dd t = tt_f64__dd(a, tt_f64__k(0ul));
+    tt_f64dd sum = t;
+    tt_double odd = tt_f64__k(0x3FF0000000000000ul);
+    for (int n = 1; n < 240; ++n) {
+        odd = odd + two;
+        t = tt_f64__dd_div_d(tt_f64__dd_mul(t, w), odd);
+        sum = tt_f64__dd_add(sum, t);
+        if (tt_f64__exp(t.hi.bits) + 110 < tt_f64__exp(sum.hi.bits)) {
+            break;
+        }
+    }
+    // exp(-x^2) = 2^k exp(r)
+    int k;
+    tt_f64dd r = tt_f64__exp_reduce(-xx.hi, k);
+    r = tt_f64__dd_add_d(r, -xx.lo);
+    const tt_f64dd e = tt_f64__exp_dd(r);
+    const tt_f64dd v = tt_f64__dd_mul(tt_f64__dd_mul(e, sum), tt_f64__dd(@TSP_HI@, @TSP_LO@));
+    const tt_double res = tt_f64__dd_ldexp(v, k);
+    return tt_f64_from_bits(res.bits | (x.bits & TT_F64_SIGN));
+}
 """
 
 
@@ -1249,7 +1296,7 @@ OPS = {
     "math.exp": ("tt_f64_exp({0})", "tt_f64_math"), "math.exp2": ("tt_f64_exp2({0})", "tt_f64_math"),
     "math.log": ("tt_f64_log({0})", "tt_f64_math"), "math.log2": ("tt_f64_log2({0})", "tt_f64_math"),
     "math.sin": ("tt_f64_sin({0})", "tt_f64_math"), "math.cos": ("tt_f64_cos({0})", "tt_f64_math"),
-    "math.tanh": ("tt_f64_tanh({0})", "tt_f64_math"), "math.powf": ("tt_f64_pow({0}, {1})", "tt_f64_math"),
+    "math.tanh": ("tt_f64_tanh({0})", "tt_f64_math"), "math.erf": ("tt_f64_erf({0})", "tt_f64_math"), "math.powf": ("tt_f64_pow({0}, {1})", "tt_f64_math"),
 }
 
 # arith.cmpf predicates -> bool-valued templates (ordered predicates are the operators; u* = not the opposite)
