@@ -256,3 +256,26 @@ def test_float64_tensor_argument_names_kernel_and_argument():
     with pytest.raises(UnsupportedFeatureError, match=r"kernel 'scale_rows' argument 'x_ptr' is a float64 tensor.*"
                        r"Pass `x_ptr` as a float32 tensor"):
         scale_rows[(1, )](torch.zeros(4), torch.zeros(4, dtype=torch.float64), 4)
+
+
+def test_launch_runs_where_load_binary_put_the_kernel(monkeypatch):
+    """The `cpu` driver on a Mac: the kernel was loaded for the emulator, so it runs there and scalars are
+    bound for the emulator, whatever the machine's own device."""
+    from triton.backends.apple.emulator import Scalar
+    monkeypatch.setattr(drv, "device_mode", lambda: "metal")
+    la = _launcher(PARAMS, {"x": "*fp32", "n": "i32", "s": "fp32"})
+    launched = {}
+
+    class Kernel:
+
+        def launch(self, grid, threadgroup, buffers):
+            launched.update(grid=grid, threadgroup=threadgroup, buffers=buffers)
+
+    fn = drv.EmulatorFunction("k", "")
+    fn._kernel = Kernel()
+    import torch
+    x = torch.zeros(4)
+    la(2, 1, 1, 0, fn, None, None, None, None, x, 3, 0.5)
+    assert la.mode == "emulator"
+    assert launched["grid"] == (2, 1, 1) and launched["threadgroup"] == (128, 1, 1)
+    assert launched["buffers"][0] is x and isinstance(launched["buffers"][1], Scalar)

@@ -173,3 +173,39 @@ def test_subprocess_compile_workers(tmp_path):
                          timeout=600)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "max error" in out.stdout
+
+
+@pytest.mark.slow
+def test_default_cpp_backend_is_unchanged():
+    """The `cpu` Triton backend makes inductor's has_triton() true; its default CPU code generator stays C++."""
+    import torch._dynamo
+    from torch._inductor.utils import run_and_get_code
+    torch._dynamo.reset()
+
+    def f(x):
+        return torch.softmax(x.sin(), dim=-1)
+
+    x = torch.randn(8, 100)
+    out, (code, ) = run_and_get_code(torch.compile(f), x)
+    torch._dynamo.reset()
+    assert "@triton.jit" not in code and "cpp_fused" in code
+    _close(out, f(x), atol=1e-6)
+
+
+MPS_REGISTRATION_SCRIPT = textwrap.dedent("""
+    from triton.backends.apple.inductor import enable_mps_when_inductor_loads
+    enable_mps_when_inductor_loads()  # before inductor is imported: deferred until its registry has loaded
+    from torch._inductor.codegen.common import get_scheduling_for_device, init_backend_registration
+    from torch._inductor.codegen.triton import TritonScheduling
+    init_backend_registration()  # inductor's defaults keep a registration they find
+    assert get_scheduling_for_device("mps") is TritonScheduling, get_scheduling_for_device("mps")
+    print("mps -> TritonScheduling")
+""")
+
+
+def test_inductor_mps_registration():
+    """What TRITON_APPLE_INDUCTOR_MPS=1 does on a Mac, minus running a model there (never done)."""
+    out = subprocess.run([sys.executable, "-c", MPS_REGISTRATION_SCRIPT], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "mps -> TritonScheduling" in out.stdout
