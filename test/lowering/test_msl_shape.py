@@ -55,19 +55,38 @@ def test_fast_math_is_explicit_opt_in():
     assert "#pragma METAL fp math_mode(fast)" in msl(k)
 
 
-def test_reduction_uses_simd_shuffles_then_threadgroup_memory():
+def test_reduction_uses_a_simd_builtin_then_threadgroup_memory():
     k = compile_for_apple(row_sum_kernel, {"x_ptr": "*fp32", "out_ptr": "*fp32", "N": "constexpr"}, {"N": 1024})
     run_filecheck("rowsum", msl(k), r"""
 CHECK: static inline void tt_combine_{{.*}}(thread float& acc0, float other0)
 CHECK: kernel void row_sum_kernel(
 CHECK: TT_THREADGROUP_BUFFER(tt_smem, 16);
-CHECK: tt_simd_shuffle_xor({{.*}}, ushort(1));
-CHECK: tt_simd_shuffle_xor({{.*}}, ushort(16));
+CHECK: = simd_sum(
 CHECK: threadgroup_barrier(mem_flags::mem_threadgroup);
 CHECK: threadgroup float* {{.*}} = (threadgroup float*)(tt_smem + 0);
 CHECK: if (tt_tid == 0) {
 """)
     assert k.metadata.shared == 16
+    assert "simd_shuffle" not in msl(k)
+
+
+@triton.jit
+def row_max_kernel(x_ptr, out_ptr, idx_ptr, N: tl.constexpr):
+    cols = tl.arange(0, N)
+    x = tl.load(x_ptr + tl.program_id(0) * N + cols)
+    tl.store(out_ptr + tl.program_id(0), tl.max(x, axis=0))
+    tl.store(idx_ptr + tl.program_id(0), tl.argmax(x, axis=0))
+
+
+def test_float_max_and_argmax_keep_the_shuffle_butterfly():
+    # Metal's simd_max does not promise Triton's NaN rules; argmax combines two values at once
+    k = compile_for_apple(row_max_kernel, {"x_ptr": "*fp32", "out_ptr": "*fp32", "idx_ptr": "*i32", "N": "constexpr"},
+                          {"N": 256})
+    assert "simd_max" not in msl(k)
+    run_filecheck("rowmax", msl(k), r"""
+CHECK: tt_simd_shuffle_xor({{.*}}, ushort(1));
+CHECK: tt_simd_shuffle_xor({{.*}}, ushort(16));
+""")
 
 
 def test_num_warps_one_needs_no_threadgroup_memory_for_reduce():

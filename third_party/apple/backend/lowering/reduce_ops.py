@@ -1,12 +1,13 @@
 """Lowering of `tt.reduce` with any combine region, on any axis, with any number of operands.
 
 The linear layout of the operand says where the reduced axis lives: register bits whose basis points
-along the axis are combined inside each thread, lane bits by `simd_shuffle_xor` butterflies, and warp
-bits through threadgroup memory. The combine region becomes an MSL function called at every step.
+along the axis are combined inside each thread, lane bits by a Metal SIMD reduction (`simd_sum`,
+`simd_max`, ... when the combine is one such op over all 32 lanes) or `simd_shuffle_xor` butterflies, and
+warp bits through threadgroup memory. The combine region becomes an MSL function called at every step.
 """
 from __future__ import annotations
 
-from typing import List, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 from ..ir import Op
 from ..ir.types import TensorType
@@ -17,6 +18,38 @@ from .registry import OpFamily
 from .shared_memory import index_expr, row_major_strides
 
 FAMILY = OpFamily("reduce")
+
+# Combine ops with a Metal SIMD-group reduction: op -> (builtin, the MSL type it must run in: "" = the value's
+# own, "u" = its unsigned twin). Float max/min are not here: their NaN rules differ from Triton's.
+_SIMD_REDUCTIONS = {
+    "arith.addf": ("simd_sum", ""), "arith.addi": ("simd_sum", "u"), "arith.mulf": ("simd_product", ""),
+    "arith.muli": ("simd_product", "u"), "arith.maxsi": ("simd_max", ""), "arith.minsi": ("simd_min", ""),
+    "arith.maxui": ("simd_max", "u"), "arith.minui": ("simd_min", "u"), "arith.andi": ("simd_and", ""),
+    "arith.ori": ("simd_or", ""), "arith.xori": ("simd_xor", ""),
+}
+_SIMD_TYPES = {"float", "half", "int", "uint", "short", "ushort"}
+_UNSIGNED_TWIN = {"int": "uint", "short": "ushort", "uint": "uint", "ushort": "ushort"}
+
+
+def _simd_builtin(op: Op, ctypes: List[str]) -> Optional[Tuple[str, str]]:
+    """(Metal SIMD reduction, cast to apply first or "") when `op`'s combine region is exactly one op Metal
+    reduces natively, on a type Metal's SIMD functions take; else None. Integer sums and products run
+    unsigned, where overflow wraps as Triton's do."""
+    if len(ctypes) != 1 or ctypes[0] not in _SIMD_TYPES:
+        return None
+    block = op.regions[0].entry
+    if len(block.ops) != 2:
+        return None
+    combine, ret = block.ops
+    if combine.name not in _SIMD_REDUCTIONS or list(ret.operands) != [combine.result] or \
+            {id(v) for v in combine.operands} != {id(a) for a in block.args}:
+        return None
+    fn, kind = _SIMD_REDUCTIONS[combine.name]
+    if kind == "u":
+        twin = _UNSIGNED_TWIN.get(ctypes[0])
+        return (fn, twin if twin != ctypes[0] else "") if twin else None
+    return fn, ""
+
 
 def _classify(bases: Sequence[Tuple[int, ...]], axis: int, what: str, em: FunctionEmitter) -> Tuple[List[int], List[int]]:
     """Split basis indices into those along `axis` (reduced) and those off it (kept)."""
@@ -36,7 +69,8 @@ def _reduce(em: FunctionEmitter, op: Op) -> None:
     srcs = [em.get(v) for v in op.operands]
     src_ty: TensorType = op.operands[0].type
     lay: LinearLayout = em.layout(src_ty)
-    combine = emit_combine_function(em, op, op.results[0].name)
+    combine = []  # the combine region as an MSL function, emitted when a step calls it
+
     n = len(srcs)
 
     red_regs, keep_regs = _classify(lay.reg, axis, "register", em)
@@ -51,7 +85,9 @@ def _reduce(em: FunctionEmitter, op: Op) -> None:
         em.emit(f"{ct} {a}[{K}];")
 
     def call(k: str, others: List[str]) -> str:
-        return combine.call([f"{a}[{k}]" for a in accs], others)
+        if not combine:
+            combine.append(emit_combine_function(em, op, op.results[0].name))
+        return combine[0].call([f"{a}[{k}]" for a in accs], others)
 
     # 1. within each thread
     with em.for_regs(K, "k") as k:
@@ -65,8 +101,15 @@ def _reduce(em: FunctionEmitter, op: Op) -> None:
             idx = f"({base}) ^ ({spread})" if base != "0" else spread
             em.emit(call(k, [s.at(idx) for s in srcs]))
             em.close()
-    # 2. across the lanes of a simdgroup
-    if red_lanes:
+    # 2. across the lanes of a simdgroup: a Metal SIMD reduction when it computes the combine over all 32
+    # lanes, else a simd_shuffle_xor butterfly over the lane bits along the axis
+    builtin = _simd_builtin(op, ctypes) if sorted(red_lanes) == list(range(len(lay.lane))) else None
+    if red_lanes and builtin:
+        fn, cast = builtin
+        with em.for_regs(K, "k") as k:
+            acc = f"{accs[0]}[{k}]"
+            em.emit(f"{acc} = {ctypes[0]}({fn}({cast}({acc})));" if cast else f"{acc} = {fn}({acc});")
+    elif red_lanes:
         shuffles = [em.ctx.require_shuffle("simd_shuffle_xor", ct) for ct in ctypes]
         with em.for_regs(K, "k") as k:
             for bit in red_lanes:
