@@ -249,6 +249,10 @@ def main(argv=None) -> int:
     ap.add_argument("--json", default="", help="also write the results here")
     opts = ap.parse_args(argv)
 
+    sections = [s.strip() for s in opts.sections.split(",") if s.strip()]
+    unknown = set(sections) - {"launch", "add", "gemm", "attention"}
+    if unknown:
+        ap.error(f"unknown sections {sorted(unknown)}; choose from launch, add, gemm, attention")
     driver = triton.runtime.driver.active
     device = driver.get_active_torch_device()
     if type(driver).__module__.split(".")[:3] != ["triton", "backends", "apple"]:
@@ -269,17 +273,15 @@ def main(argv=None) -> int:
     timer = Timer(device, opts.timer, quick=size_name == "tiny")
     failures: List[str] = []
     results: Dict[str, object] = dict(device=str(device), mode=mode, chip=brand, peak_gbps=peak, size=size_name)
-    for section in [s.strip() for s in opts.sections.split(",") if s.strip()]:
+    for section in sections:
         if section == "launch":
             results["launch"] = bench_launch(device, size, timer, failures)
         elif section == "add":
             results["add"] = bench_add(device, size, timer, failures, peak)
         elif section == "gemm":
             results["gemm"] = bench_gemm(device, size, timer, failures, size_name == "full")
-        elif section == "attention":
-            results["attention"] = bench_attention(device, size, timer, failures)
         else:
-            ap.error(f"unknown section {section!r}")
+            results["attention"] = bench_attention(device, size, timer, failures)
     how = "triton.testing.do_bench (median)" if opts.timer == "do_bench" else "host wall-clock"
     if timer.fallback_reason:
         how = f"host wall-clock: do_bench failed on this device ({timer.fallback_reason})"
