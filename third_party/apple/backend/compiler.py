@@ -177,10 +177,10 @@ class AppleBackend(BaseBackend):
     def make_msl(mod, metadata, opt: AppleOptions) -> bytes:
         from .ir import parse_module, print_module
         from .lowering import lower_module
-        from .passes import accelerate_matmul, widen_before_moves
+        from .passes import accelerate_matmul, casts_around_moves
         module = parse_module(mod if isinstance(mod, str) else mod.str())
         accelerate_matmul(module)
-        widen_before_moves(module)
+        casts_around_moves(module)
         if knobs.dump_ir.get():
             print(f"// -----// apple IR after Apple passes //----- //\n{print_module(module)}", file=sys.stderr)
         kernel = lower_module(module, opt)

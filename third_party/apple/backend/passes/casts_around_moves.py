@@ -1,9 +1,11 @@
-"""Apple pass: widen before moving. `arith.extf(ttg.convert_layout(x))` becomes
-`ttg.convert_layout(arith.extf(x))` when the conversion has no other use.
+"""Apple pass: place float casts on the right side of layout conversions.
 
-The result is the same value; the difference is where the narrow type exists. A bfloat16 scan accumulates
-in float (lowering/scan_ops.py) and `arith.extf` of its result reads that float accumulator, so a layout
-conversion between the scan and the extf would otherwise round the sum to bfloat16 on the way.
+`cast(ttg.convert_layout(x))` becomes `ttg.convert_layout(cast(x))` (the conversion having no other use)
+in two cases; the value is the same, only the type that moves between threads changes:
+- narrowing casts (`arith.truncf`, narrowing `tt.fp_to_fp`): the narrow value moves, which halves the
+  threadgroup memory of, e.g., a GEMM epilogue that converts the float32 accumulator before storing fp16;
+- `arith.extf` of a bfloat16 scan result: bfloat16 scans accumulate in float (lowering/scan_ops.py) and the
+  extf reads that float accumulator, so the conversion must move the wide value, not a rounded one.
 """
 from __future__ import annotations
 
@@ -12,23 +14,39 @@ from ..ir.types import TensorType
 from .rewrite import insert_before, uses
 
 
-def widen_before_moves(module: Module) -> int:
-    """Apply the rewrite everywhere in `module`; returns how many pairs were swapped."""
+def _narrowing(op: Op) -> bool:
+    if op.name == "arith.truncf":
+        return True
+    return op.name == "tt.fp_to_fp" and op.result.type.element.bitwidth < op.operands[0].type.element.bitwidth
+
+
+def _widening_a_bf16_scan(op: Op) -> bool:
+    if op.name != "arith.extf":
+        return False
+    src = op.operands[0].owner.operands[0]  # through the conversion
+    return isinstance(src.owner, Op) and src.owner.name == "tt.scan" and str(src.type.element) == "bf16"
+
+
+def casts_around_moves(module: Module) -> int:
+    """Apply the rewrite everywhere in `module`; returns how many cast/conversion pairs were swapped."""
     count = 0
     for fn in module.functions:
-        for ext in [o for o in fn.walk() if o.name == "arith.extf"]:
-            cvt = ext.operands[0].owner
+        all_ops = [o for b in fn.body.blocks for o in b.ops]
+        for cast in [o for o in fn.walk() if o.name in ("arith.truncf", "tt.fp_to_fp", "arith.extf")]:
+            cvt = cast.operands[0].owner
             if not isinstance(cvt, Op) or cvt.name != "ttg.convert_layout":
                 continue
-            if [u for u, _ in uses([o for b in fn.body.blocks for o in b.ops], cvt.result)] != [ext]:
+            if not (_narrowing(cast) or _widening_a_bf16_scan(cast)):
                 continue
-            x, narrow, wide = cvt.operands[0], cvt.result, ext.result
-            # `narrow` (the conversion's result, now unused elsewhere) becomes the extf's result: float in
-            # the source's layout; `wide` keeps its identity for its users and is now the conversion's result
-            narrow.type = TensorType(x.type.shape, wide.type.element, x.type.encoding)
-            ext.operands, ext.results, narrow.owner = [x], [narrow], ext
-            cvt.operands, cvt.results, wide.owner = [narrow], [wide], cvt
-            ext.parent.ops.remove(ext)
-            insert_before(cvt, ext)
+            if [u for u, _ in uses(all_ops, cvt.result)] != [cast]:
+                continue
+            x, moved, result = cvt.operands[0], cvt.result, cast.result
+            # `moved` (the conversion's result, used only by the cast) becomes the cast's result, in the
+            # source's layout; `result` keeps its identity for its users and is now the conversion's result
+            moved.type = TensorType(x.type.shape, result.type.element, x.type.encoding)
+            cast.operands[0], cast.results, moved.owner = x, [moved], cast
+            cvt.operands, cvt.results, result.owner = [moved], [result], cvt
+            cast.parent.ops.remove(cast)
+            insert_before(cvt, cast)
             count += 1
     return count
