@@ -310,11 +310,15 @@ def main(opts) -> int:
             base_desc = f"stored baseline {opts.baseline}"
         else:
             rev, why = resolve_baseline(opts.baseline)
-            base = baseline_from_revision(rev, opts.family, opts.kernels)
-            base_desc = f"git {rev}{f' ({why})' if why else ''}"
-        base_desc += (f" = {base.get('revision', '?')[:10]} \"{base.get('subject', '')[:72]}\""
-                      if base.get("revision") else "")
-        if base.get("same_backend_as_worktree"):
+            try:
+                base = baseline_from_revision(rev, opts.family, opts.kernels)
+                base_desc = f"git {rev}{f' ({why})' if why else ''}"
+            except RuntimeError as e:  # e.g. a revision whose backend does not import: report without it
+                print(f"no baseline: {e}", file=sys.stderr)
+                base, base_desc = None, ""
+        if base is not None and base.get("revision"):
+            base_desc += f" = {base['revision'][:10]} \"{base.get('subject', '')[:72]}\""
+        if base is not None and base.get("same_backend_as_worktree"):
             base_desc += " (its third_party/apple is identical to the working tree's)"
 
     checks, failures = {}, 0
