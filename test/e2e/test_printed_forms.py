@@ -115,3 +115,14 @@ def test_reader_names_keywords_as_attributes():
     pid, cmp = list(mod.kernel.walk())[:2]
     assert pid.attrs["axis"] == "x"
     assert cmp.attrs["predicate"] == "slt"
+
+
+def test_print_prefix_with_symbols_is_kept_verbatim(device, capfd):
+
+    @triton.jit
+    def k(x_ptr):
+        tl.device_print("rate = x @ 2, y", tl.load(x_ptr))
+
+    k[(1, )](torch.tensor([1.5], device=device))
+    out = capfd.readouterr().out
+    assert "rate = x @ 2, y" in out and "1.5" in out

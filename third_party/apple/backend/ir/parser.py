@@ -667,7 +667,7 @@ class ModuleParser:
             s = grp.read_balanced()
             attrs.update(parse_attr_dict(s, self.aliases))
             head_wo_attrs = head_wo_attrs[:i] + " " + head_wo_attrs[grp.pos:]
-        m = _SYMBOL_RE.search(head_wo_attrs)
+        m = _SYMBOL_RE.search(head_wo_attrs) if name == "tt.call" else None
         if m:
             attrs["callee"] = m.group(1) or m.group(2)
             head_wo_attrs = head_wo_attrs[:m.start()] + "@" + head_wo_attrs[m.end():]
