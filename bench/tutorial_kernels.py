@@ -12,7 +12,6 @@ ints) is the one real launches get; rows are not multiples of the block, so mask
 """
 from __future__ import annotations
 
-import importlib.util
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
