@@ -18,22 +18,26 @@ Semantics (checked bit for bit against the host's doubles by test/lowering/test_
 - comparisons: IEEE (any comparison with NaN is false except !=; -0 == +0).
 - floor/ceil/trunc/round (half away from zero)/rint (half to even), fmod (exact, as C's fmod),
   minimum/maximum (NaN-propagating, -0 < +0) and minnum/maxnum (a NaN operand is ignored).
-- math functions (`SOFT_F64_MATH`), evaluated in double-double arithmetic on top of the exact operations
-  above. Max error measured against the host's libm (glibc, itself < 1 ulp) over the test's inputs --
-  10^6 random cases each, log-uniform magnitudes -- in units in the last place (see _MEASURED_ULP):
-  exp 0.5+, exp2 0.5+, log 0.5+, log2 0.5+, pow 0.5+, sin 0.5+, cos 0.5+, tanh 0.5+ (results of glibc and
-  ours differ by at most 1 ulp, i.e. both are faithful; most differences are ties of two faithful results).
-  sin/cos reduce their argument exactly for every finite double (Cody-Waite below 2^20, Payne-Hanek with
-  1216 bits of 2/pi above).
+- math functions (`SOFT_F64_MATH`): exp, exp2, log, log2, pow, sin, cos, tanh, erf, evaluated in double-double
+  arithmetic on top of the exact operations above; faithful (< 1 ulp). Max error measured against an exact
+  reference (Python `decimal` at 60 digits; sin/cos reduced with a 1400-bit pi) in units in the last place of
+  the exact value, 2*10^5 cases each (uniform over the whole range, around 1, tiny and huge magnitudes,
+  subnormal results, |x| up to 1e300 for sin/cos):
+      exp 0.579   exp2 0.585   log 0.500   log2 0.500   pow 0.593
+      sin 0.721   cos 0.701    tanh 0.669  erf @ERF@
+  (0.5 is correct rounding.) Special values follow C99 Annex F (pow's special cases, log(-x) = NaN,
+  log(0) = -inf, sin(inf) = NaN, ...). sin/cos reduce their argument exactly for every finite double:
+  Cody-Waite with pi/2 in four parts below 2^20, Payne-Hanek with 1216 bits of 2/pi above.
 
-Speed: this is emulation. Division and square root take one loop iteration per result bit (56), fmod one
-per 11 bits of exponent difference, the math functions a few hundred integer operations. Use it for
+Speed: this is emulation. An add or multiply is a few dozen 32/64-bit integer instructions, division and
+square root one loop iteration per result bit (56), fmod one per 11 bits of exponent difference; a math
+function is 50 to 150 of these soft operations (erf: up to 240 series terms for |x| near 6). Use it for
 correctness; `allow_fp64_demotion=True` remains the fast path.
 
-Helper strings (emit in this order; each needs the ones before it):
+Internal helpers are named tt_f64x_* (not API). Helper strings (emit in this order; each needs the first):
 - SOFT_F64_CORE: the type and everything except the math functions;
 - SOFT_F64_BFLOAT: tt_f64_to_bfloat / tt_f64_from_bfloat (only where the target has bfloat);
-- SOFT_F64_MATH: tt_f64_exp, exp2, log, log2, pow, sin, cos, tanh.
+- SOFT_F64_MATH: tt_f64_exp, exp2, log, log2, pow, sin, cos, tanh, erf.
 `helper_texts(*keys)` returns the texts of the given keys and their dependencies, in order.
 
 Names the lowering calls (a, b, c: tt_double):
@@ -55,7 +59,9 @@ Names the lowering calls (a, b, c: tt_double):
   min/max        tt_f64_minimum(a, b) tt_f64_maximum(a, b) (NaN-propagating)
                  tt_f64_minnum(a, b) tt_f64_maxnum(a, b) (NaN-ignoring)
   math           tt_f64_exp, tt_f64_exp2, tt_f64_log, tt_f64_log2, tt_f64_sin, tt_f64_cos, tt_f64_tanh,
-                 tt_f64_pow(a, b)
+                 tt_f64_erf, tt_f64_pow(a, b)   (SOFT_F64_MATH)
+  tables         OPS (arith/math op -> template, helper key), CMPF (every arith.cmpf predicate),
+                 CASTS_TO_F64 / CASTS_FROM_F64 (MSL scalar type -> template), constant(value) -> MSL expression
 """
 from __future__ import annotations
 
@@ -142,8 +148,8 @@ def _coef_list(values) -> str:
     return ", ".join(_bits(float(v)) for v in values)
 
 
-# exp(r) - 1 - r = r^2 * (1/2! + r/3! + ... + r^11/13!) on |r| <= ln2/2 (truncation < 2^-63 relative)
-_EXP_COEFS = _coef_list(Fraction(1, _fact(n)) for n in range(13, 1, -1))
+# exp(r) - 1 - r - r^2/2 = r^3 * (1/3! + r/4! + ... + r^10/13!) on |r| <= ln2/2 (truncation < 2^-63 relative)
+_EXP_COEFS = _coef_list(Fraction(1, _fact(n)) for n in range(13, 2, -1))
 # log(1+f) = 2s + 2 s^3 (1/3 + z Q(z)), z = s^2, Q(z) = 1/5 + z/7 + ... + z^11/27 (Horner from the top)
 _LOG_COEFS = _coef_list(Fraction(1, 2 * n + 1) for n in range(13, 1, -1))
 # sin(r) = r + r z S(z), S = -1/3! + z/5! - ... (to z^8/19!); cos(r) = 1 - z/2 + z^2 C(z), C = 1/4! - ... (to z^8/20!)
@@ -188,15 +194,15 @@ static inline tt_double tt_f64_from_bits(ulong b) {
 #define TT_F64_FRAC 0x000FFFFFFFFFFFFFul
 #define TT_F64_HIDDEN 0x0010000000000000ul
 
-static inline bool tt_f64__isnan(ulong a) { return (a & TT_F64_ABS) > TT_F64_INF; }
-static inline int tt_f64__exp(ulong a) { return int((a >> 52) & 0x7FFul); }
+static inline bool tt_f64x_isnan(ulong a) { return (a & TT_F64_ABS) > TT_F64_INF; }
+static inline int tt_f64x_exp(ulong a) { return int((a >> 52) & 0x7FFul); }
 // significand with the hidden bit of normal numbers; subnormals count as exponent 1
-static inline ulong tt_f64__sig(ulong a) { return (a & TT_F64_FRAC) | (tt_f64__exp(a) != 0 ? TT_F64_HIDDEN : 0ul); }
-static inline int tt_f64__exp1(ulong a) { return max(tt_f64__exp(a), 1); }
-static inline ulong tt_f64__nan2(ulong a, ulong b) { return (tt_f64__isnan(a) ? a : b) | TT_F64_QUIET; }
+static inline ulong tt_f64x_sig(ulong a) { return (a & TT_F64_FRAC) | (tt_f64x_exp(a) != 0 ? TT_F64_HIDDEN : 0ul); }
+static inline int tt_f64x_exp1(ulong a) { return max(tt_f64x_exp(a), 1); }
+static inline ulong tt_f64x_nan2(ulong a, ulong b) { return (tt_f64x_isnan(a) ? a : b) | TT_F64_QUIET; }
 
 // x >> n, with a 1 ORed into bit 0 when a nonzero bit is shifted out (sticky)
-static inline ulong tt_f64__shr_jam(ulong x, uint n) {
+static inline ulong tt_f64x_shr_jam(ulong x, uint n) {
     if (n == 0u) {
         return x;
     }
@@ -207,12 +213,12 @@ static inline ulong tt_f64__shr_jam(ulong x, uint n) {
 }
 
 // Rounds sig * 2^(e - 1085) (sig has its leading one at bit 62, bit 0 may be sticky) to nearest even.
-static inline ulong tt_f64__round_pack(ulong sign, int e, ulong sig) {
+static inline ulong tt_f64x_round_pack(ulong sign, int e, ulong sig) {
     if (e >= 0x7FF) {
         return sign | TT_F64_INF;
     }
     if (e <= 0) {
-        sig = tt_f64__shr_jam(sig, uint(1 - e));
+        sig = tt_f64x_shr_jam(sig, uint(1 - e));
         e = 1;
     }
     const ulong rest = sig & 0x3FFul;
@@ -225,7 +231,7 @@ static inline ulong tt_f64__round_pack(ulong sign, int e, ulong sig) {
 }
 
 // Rounds sig * 2^lsb_exp (any sig, bit 0 may be sticky) to a double with the given sign bit.
-static inline ulong tt_f64__pack(ulong sign, int lsb_exp, ulong sig) {
+static inline ulong tt_f64x_pack(ulong sign, int lsb_exp, ulong sig) {
     if (sig == 0ul) {
         return sign;
     }
@@ -238,11 +244,11 @@ static inline ulong tt_f64__pack(ulong sign, int lsb_exp, ulong sig) {
         sig <<= s;
         e -= int(s);
     }
-    return tt_f64__round_pack(sign, e, sig);
+    return tt_f64x_round_pack(sign, e, sig);
 }
 
 // ---- add, sub, mul, div, sqrt, fma on bits ----
-static inline ulong tt_f64__add_bits(ulong a, ulong b) {
+static inline ulong tt_f64x_add_bits(ulong a, ulong b) {
     const ulong aa = a & TT_F64_ABS;
     const ulong ab = b & TT_F64_ABS;
     if (aa == TT_F64_INF) {
@@ -262,10 +268,10 @@ static inline ulong tt_f64__add_bits(ulong a, ulong b) {
         x = b;
         y = a;
     }
-    const int ex = tt_f64__exp1(x);
-    const int ey = tt_f64__exp1(y);
-    const ulong mx = tt_f64__sig(x) << 9;
-    const ulong my = tt_f64__shr_jam(tt_f64__sig(y) << 9, uint(ex - ey));
+    const int ex = tt_f64x_exp1(x);
+    const int ey = tt_f64x_exp1(y);
+    const ulong mx = tt_f64x_sig(x) << 9;
+    const ulong my = tt_f64x_shr_jam(tt_f64x_sig(y) << 9, uint(ex - ey));
     ulong sig;
     if (((x ^ y) >> 63) != 0ul) {
         sig = mx - my;
@@ -275,26 +281,26 @@ static inline ulong tt_f64__add_bits(ulong a, ulong b) {
     } else {
         sig = mx + my;
     }
-    return tt_f64__pack(x & TT_F64_SIGN, ex - 1084, sig);
+    return tt_f64x_pack(x & TT_F64_SIGN, ex - 1084, sig);
 }
 
-static inline ulong tt_f64__sub_bits(ulong a, ulong b) {
-    if (tt_f64__isnan(a) || tt_f64__isnan(b)) {
-        return tt_f64__nan2(a, b);
+static inline ulong tt_f64x_sub_bits(ulong a, ulong b) {
+    if (tt_f64x_isnan(a) || tt_f64x_isnan(b)) {
+        return tt_f64x_nan2(a, b);
     }
-    return tt_f64__add_bits(a, b ^ TT_F64_SIGN);
+    return tt_f64x_add_bits(a, b ^ TT_F64_SIGN);
 }
 
-static inline ulong tt_f64__addn_bits(ulong a, ulong b) {
-    if (tt_f64__isnan(a) || tt_f64__isnan(b)) {
-        return tt_f64__nan2(a, b);
+static inline ulong tt_f64x_addn_bits(ulong a, ulong b) {
+    if (tt_f64x_isnan(a) || tt_f64x_isnan(b)) {
+        return tt_f64x_nan2(a, b);
     }
-    return tt_f64__add_bits(a, b);
+    return tt_f64x_add_bits(a, b);
 }
 
-static inline ulong tt_f64__mul_bits(ulong a, ulong b) {
-    if (tt_f64__isnan(a) || tt_f64__isnan(b)) {
-        return tt_f64__nan2(a, b);
+static inline ulong tt_f64x_mul_bits(ulong a, ulong b) {
+    if (tt_f64x_isnan(a) || tt_f64x_isnan(b)) {
+        return tt_f64x_nan2(a, b);
     }
     const ulong sign = (a ^ b) & TT_F64_SIGN;
     const ulong aa = a & TT_F64_ABS;
@@ -305,24 +311,24 @@ static inline ulong tt_f64__mul_bits(ulong a, ulong b) {
     if (aa == 0ul || ab == 0ul) {
         return sign;
     }
-    const ulong ma = tt_f64__sig(a);
-    const ulong mb = tt_f64__sig(b);
-    const int lsb = tt_f64__exp1(a) + tt_f64__exp1(b) - 2150;
+    const ulong ma = tt_f64x_sig(a);
+    const ulong mb = tt_f64x_sig(b);
+    const int lsb = tt_f64x_exp1(a) + tt_f64x_exp1(b) - 2150;
     const ulong hi = mulhi(ma, mb);
     const ulong lo = ma * mb;
     if (hi == 0ul) {
-        return tt_f64__pack(sign, lsb, lo);
+        return tt_f64x_pack(sign, lsb, lo);
     }
     const uint s = uint(clz(hi));  // >= 22: the product has at most 106 bits
     const ulong top = (hi << s) | (lo >> (64u - s));
     const ulong sticky = (lo << s) != 0ul ? 1ul : 0ul;
-    return tt_f64__pack(sign, lsb + 64 - int(s), top | sticky);
+    return tt_f64x_pack(sign, lsb + 64 - int(s), top | sticky);
 }
 
 // significand with its leading one at bit 52 and the matching exponent (value = m * 2^(e - 1075))
-static inline ulong tt_f64__norm_sig(ulong a, thread int& e) {
-    ulong m = tt_f64__sig(a);
-    e = tt_f64__exp1(a);
+static inline ulong tt_f64x_norm_sig(ulong a, thread int& e) {
+    ulong m = tt_f64x_sig(a);
+    e = tt_f64x_exp1(a);
     if (m < TT_F64_HIDDEN) {
         const uint s = uint(clz(m)) - 11u;
         m <<= s;
@@ -331,9 +337,9 @@ static inline ulong tt_f64__norm_sig(ulong a, thread int& e) {
     return m;
 }
 
-static inline ulong tt_f64__div_bits(ulong a, ulong b) {
-    if (tt_f64__isnan(a) || tt_f64__isnan(b)) {
-        return tt_f64__nan2(a, b);
+static inline ulong tt_f64x_div_bits(ulong a, ulong b) {
+    if (tt_f64x_isnan(a) || tt_f64x_isnan(b)) {
+        return tt_f64x_nan2(a, b);
     }
     const ulong sign = (a ^ b) & TT_F64_SIGN;
     const ulong aa = a & TT_F64_ABS;
@@ -351,8 +357,8 @@ static inline ulong tt_f64__div_bits(ulong a, ulong b) {
         return sign;
     }
     int ea, eb;
-    ulong r = tt_f64__norm_sig(a, ea);
-    const ulong mb = tt_f64__norm_sig(b, eb);
+    ulong r = tt_f64x_norm_sig(a, ea);
+    const ulong mb = tt_f64x_norm_sig(b, eb);
     if (r < mb) {
         r <<= 1;
         ea -= 1;
@@ -367,11 +373,11 @@ static inline ulong tt_f64__div_bits(ulong a, ulong b) {
         }
         r <<= 1;
     }
-    return tt_f64__pack(sign, ea - eb - 55, q | (r != 0ul ? 1ul : 0ul));
+    return tt_f64x_pack(sign, ea - eb - 55, q | (r != 0ul ? 1ul : 0ul));
 }
 
-static inline ulong tt_f64__sqrt_bits(ulong a) {
-    if (tt_f64__isnan(a)) {
+static inline ulong tt_f64x_sqrt_bits(ulong a) {
+    if (tt_f64x_isnan(a)) {
         return a | TT_F64_QUIET;
     }
     if ((a & TT_F64_ABS) == 0ul) {
@@ -384,7 +390,7 @@ static inline ulong tt_f64__sqrt_bits(ulong a) {
         return a;
     }
     int e;
-    ulong m = tt_f64__norm_sig(a, e);
+    ulong m = tt_f64x_norm_sig(a, e);
     int p = e - 1075;  // a = m * 2^p
     if ((p & 1) != 0) {
         m <<= 1;
@@ -405,11 +411,11 @@ static inline ulong tt_f64__sqrt_bits(ulong a) {
             q <<= 1;
         }
     }
-    return tt_f64__pack(0ul, (p - 56) / 2 - 1, (q << 1) | (r != 0ul ? 1ul : 0ul));
+    return tt_f64x_pack(0ul, (p - 56) / 2 - 1, (q << 1) | (r != 0ul ? 1ul : 0ul));
 }
 
 // 128-bit helpers for fma: (hi, lo) pairs
-static inline void tt_f64__shl128(thread ulong& hi, thread ulong& lo, uint n) {
+static inline void tt_f64x_shl128(thread ulong& hi, thread ulong& lo, uint n) {
     if (n == 0u) {
         return;
     }
@@ -422,7 +428,7 @@ static inline void tt_f64__shl128(thread ulong& hi, thread ulong& lo, uint n) {
     lo <<= n;
 }
 
-static inline void tt_f64__shr128_jam(thread ulong& hi, thread ulong& lo, uint n) {
+static inline void tt_f64x_shr128_jam(thread ulong& hi, thread ulong& lo, uint n) {
     if (n == 0u) {
         return;
     }
@@ -443,13 +449,13 @@ static inline void tt_f64__shr128_jam(thread ulong& hi, thread ulong& lo, uint n
     hi >>= n;
 }
 
-static inline uint tt_f64__clz128(ulong hi, ulong lo) {
+static inline uint tt_f64x_clz128(ulong hi, ulong lo) {
     return hi != 0ul ? uint(clz(hi)) : 64u + uint(clz(lo));
 }
 
-static inline ulong tt_f64__fma_bits(ulong a, ulong b, ulong c) {
-    if (tt_f64__isnan(a) || tt_f64__isnan(b) || tt_f64__isnan(c)) {
-        return (tt_f64__isnan(a) ? a : (tt_f64__isnan(b) ? b : c)) | TT_F64_QUIET;
+static inline ulong tt_f64x_fma_bits(ulong a, ulong b, ulong c) {
+    if (tt_f64x_isnan(a) || tt_f64x_isnan(b) || tt_f64x_isnan(c)) {
+        return (tt_f64x_isnan(a) ? a : (tt_f64x_isnan(b) ? b : c)) | TT_F64_QUIET;
     }
     const ulong sp = (a ^ b) & TT_F64_SIGN;
     const ulong aa = a & TT_F64_ABS;
@@ -471,29 +477,29 @@ static inline ulong tt_f64__fma_bits(ulong a, ulong b, ulong c) {
         return ac == 0ul ? (sp & c) : c;
     }
     if (ac == 0ul) {
-        return tt_f64__mul_bits(a, b);
+        return tt_f64x_mul_bits(a, b);
     }
     // product, exactly: (ph, pl) * 2^ep
-    const ulong ma = tt_f64__sig(a);
-    const ulong mb = tt_f64__sig(b);
+    const ulong ma = tt_f64x_sig(a);
+    const ulong mb = tt_f64x_sig(b);
     ulong ph = mulhi(ma, mb);
     ulong pl = ma * mb;
-    int ep = tt_f64__exp1(a) + tt_f64__exp1(b) - 2150;
-    uint s = tt_f64__clz128(ph, pl) - 2u;  // leading one to bit 125
-    tt_f64__shl128(ph, pl, s);
+    int ep = tt_f64x_exp1(a) + tt_f64x_exp1(b) - 2150;
+    uint s = tt_f64x_clz128(ph, pl) - 2u;  // leading one to bit 125
+    tt_f64x_shl128(ph, pl, s);
     ep -= int(s);
     ulong ch = 0ul;
-    ulong cl = tt_f64__sig(c);
-    int ec = tt_f64__exp1(c) - 1075;
-    s = tt_f64__clz128(ch, cl) - 2u;
-    tt_f64__shl128(ch, cl, s);
+    ulong cl = tt_f64x_sig(c);
+    int ec = tt_f64x_exp1(c) - 1075;
+    s = tt_f64x_clz128(ch, cl) - 2u;
+    tt_f64x_shl128(ch, cl, s);
     ec -= int(s);
     int e;
     if (ep >= ec) {
-        tt_f64__shr128_jam(ch, cl, uint(min(ep - ec, 200)));
+        tt_f64x_shr128_jam(ch, cl, uint(min(ep - ec, 200)));
         e = ep;
     } else {
-        tt_f64__shr128_jam(ph, pl, uint(min(ec - ep, 200)));
+        tt_f64x_shr128_jam(ph, pl, uint(min(ec - ep, 200)));
         e = ec;
     }
     ulong rh, rl, sign;
@@ -511,29 +517,29 @@ static inline ulong tt_f64__fma_bits(ulong a, ulong b, ulong c) {
         sign = c & TT_F64_SIGN;
     }
     if (rh == 0ul) {
-        return rl == 0ul ? 0ul : tt_f64__pack(sign, e, rl);
+        return rl == 0ul ? 0ul : tt_f64x_pack(sign, e, rl);
     }
     const uint z = uint(clz(rh));
     const ulong top = z != 0u ? ((rh << z) | (rl >> (64u - z))) : rh;
     const ulong sticky = (rl << z) != 0ul ? 1ul : 0ul;
-    return tt_f64__pack(sign, e + 64 - int(z), top | sticky);
+    return tt_f64x_pack(sign, e + 64 - int(z), top | sticky);
 }
 
 // ---- the API on tt_double ----
-static inline tt_double tt_f64_add(tt_double a, tt_double b) { return tt_f64_from_bits(tt_f64__addn_bits(a.bits, b.bits)); }
-static inline tt_double tt_f64_sub(tt_double a, tt_double b) { return tt_f64_from_bits(tt_f64__sub_bits(a.bits, b.bits)); }
-static inline tt_double tt_f64_mul(tt_double a, tt_double b) { return tt_f64_from_bits(tt_f64__mul_bits(a.bits, b.bits)); }
-static inline tt_double tt_f64_div(tt_double a, tt_double b) { return tt_f64_from_bits(tt_f64__div_bits(a.bits, b.bits)); }
+static inline tt_double tt_f64_add(tt_double a, tt_double b) { return tt_f64_from_bits(tt_f64x_addn_bits(a.bits, b.bits)); }
+static inline tt_double tt_f64_sub(tt_double a, tt_double b) { return tt_f64_from_bits(tt_f64x_sub_bits(a.bits, b.bits)); }
+static inline tt_double tt_f64_mul(tt_double a, tt_double b) { return tt_f64_from_bits(tt_f64x_mul_bits(a.bits, b.bits)); }
+static inline tt_double tt_f64_div(tt_double a, tt_double b) { return tt_f64_from_bits(tt_f64x_div_bits(a.bits, b.bits)); }
 static inline tt_double tt_f64_neg(tt_double a) { return tt_f64_from_bits(a.bits ^ TT_F64_SIGN); }
-static inline tt_double tt_f64_fma(tt_double a, tt_double b, tt_double c) { return tt_f64_from_bits(tt_f64__fma_bits(a.bits, b.bits, c.bits)); }
-static inline tt_double tt_f64_sqrt(tt_double a) { return tt_f64_from_bits(tt_f64__sqrt_bits(a.bits)); }
+static inline tt_double tt_f64_fma(tt_double a, tt_double b, tt_double c) { return tt_f64_from_bits(tt_f64x_fma_bits(a.bits, b.bits, c.bits)); }
+static inline tt_double tt_f64_sqrt(tt_double a) { return tt_f64_from_bits(tt_f64x_sqrt_bits(a.bits)); }
 static inline tt_double operator+(tt_double a, tt_double b) { return tt_f64_add(a, b); }
 static inline tt_double operator-(tt_double a, tt_double b) { return tt_f64_sub(a, b); }
 static inline tt_double operator*(tt_double a, tt_double b) { return tt_f64_mul(a, b); }
 static inline tt_double operator/(tt_double a, tt_double b) { return tt_f64_div(a, b); }
 static inline tt_double operator-(tt_double a) { return tt_f64_neg(a); }
 
-static inline bool tt_f64_isnan(tt_double a) { return tt_f64__isnan(a.bits); }
+static inline bool tt_f64_isnan(tt_double a) { return tt_f64x_isnan(a.bits); }
 static inline bool tt_f64_isinf(tt_double a) { return (a.bits & TT_F64_ABS) == TT_F64_INF; }
 static inline bool tt_f64_isfinite(tt_double a) { return (a.bits & TT_F64_ABS) < TT_F64_INF; }
 static inline bool tt_f64_signbit(tt_double a) { return (a.bits >> 63) != 0ul; }
@@ -542,11 +548,11 @@ static inline tt_double tt_f64_copysign(tt_double a, tt_double b) {
     return tt_f64_from_bits((a.bits & TT_F64_ABS) | (b.bits & TT_F64_SIGN));
 }
 
-static inline bool tt_f64__eq(ulong a, ulong b) {
-    return !tt_f64__isnan(a) && !tt_f64__isnan(b) && (a == b || ((a | b) & TT_F64_ABS) == 0ul);
+static inline bool tt_f64x_eq(ulong a, ulong b) {
+    return !tt_f64x_isnan(a) && !tt_f64x_isnan(b) && (a == b || ((a | b) & TT_F64_ABS) == 0ul);
 }
-static inline bool tt_f64__lt(ulong a, ulong b) {
-    if (tt_f64__isnan(a) || tt_f64__isnan(b) || ((a | b) & TT_F64_ABS) == 0ul) {
+static inline bool tt_f64x_lt(ulong a, ulong b) {
+    if (tt_f64x_isnan(a) || tt_f64x_isnan(b) || ((a | b) & TT_F64_ABS) == 0ul) {
         return false;
     }
     const bool na = (a >> 63) != 0ul;
@@ -556,12 +562,12 @@ static inline bool tt_f64__lt(ulong a, ulong b) {
     }
     return na ? a > b : a < b;
 }
-static inline bool operator==(tt_double a, tt_double b) { return tt_f64__eq(a.bits, b.bits); }
-static inline bool operator!=(tt_double a, tt_double b) { return !tt_f64__eq(a.bits, b.bits); }
-static inline bool operator<(tt_double a, tt_double b) { return tt_f64__lt(a.bits, b.bits); }
-static inline bool operator>(tt_double a, tt_double b) { return tt_f64__lt(b.bits, a.bits); }
-static inline bool operator<=(tt_double a, tt_double b) { return tt_f64__lt(a.bits, b.bits) || tt_f64__eq(a.bits, b.bits); }
-static inline bool operator>=(tt_double a, tt_double b) { return tt_f64__lt(b.bits, a.bits) || tt_f64__eq(a.bits, b.bits); }
+static inline bool operator==(tt_double a, tt_double b) { return tt_f64x_eq(a.bits, b.bits); }
+static inline bool operator!=(tt_double a, tt_double b) { return !tt_f64x_eq(a.bits, b.bits); }
+static inline bool operator<(tt_double a, tt_double b) { return tt_f64x_lt(a.bits, b.bits); }
+static inline bool operator>(tt_double a, tt_double b) { return tt_f64x_lt(b.bits, a.bits); }
+static inline bool operator<=(tt_double a, tt_double b) { return tt_f64x_lt(a.bits, b.bits) || tt_f64x_eq(a.bits, b.bits); }
+static inline bool operator>=(tt_double a, tt_double b) { return tt_f64x_lt(b.bits, a.bits) || tt_f64x_eq(a.bits, b.bits); }
 
 // ---- conversions ----
 static inline tt_double tt_f64_from_float(float x) {
@@ -573,14 +579,14 @@ static inline tt_double tt_f64_from_float(float x) {
         return tt_f64_from_bits(sign | TT_F64_INF | (ulong(f) << 29) | (f != 0u ? TT_F64_QUIET : 0ul));
     }
     const ulong m = ulong(f) | (e != 0u ? 0x800000ul : 0ul);
-    return tt_f64_from_bits(tt_f64__pack(sign, int(max(e, 1u)) - 150, m));
+    return tt_f64_from_bits(tt_f64x_pack(sign, int(max(e, 1u)) - 150, m));
 }
 static inline tt_double tt_f64_from_half(half x) { return tt_f64_from_float(float(x)); }
 static inline tt_double tt_f64_from_i64(long x) {
     const ulong mag = x < 0l ? ulong(0) - ulong(x) : ulong(x);
-    return tt_f64_from_bits(tt_f64__pack(x < 0l ? TT_F64_SIGN : 0ul, 0, mag));
+    return tt_f64_from_bits(tt_f64x_pack(x < 0l ? TT_F64_SIGN : 0ul, 0, mag));
 }
-static inline tt_double tt_f64_from_u64(ulong x) { return tt_f64_from_bits(tt_f64__pack(0ul, 0, x)); }
+static inline tt_double tt_f64_from_u64(ulong x) { return tt_f64_from_bits(tt_f64x_pack(0ul, 0, x)); }
 static inline tt_double tt_f64_from_i32(int x) { return tt_f64_from_i64(long(x)); }
 static inline tt_double tt_f64_from_u32(uint x) { return tt_f64_from_u64(ulong(x)); }
 static inline tt_double tt_f64_from_bool(bool x) { return tt_f64_from_bits(x ? 0x3FF0000000000000ul : 0ul); }
@@ -593,7 +599,7 @@ inline tt_double::tt_double(ulong x) : bits(tt_f64_from_u64(x).bits) {}
 inline tt_double::tt_double(bool x) : bits(tt_f64_from_bool(x).bits) {}
 
 // Bits of a narrower binary float with `mbits` fraction bits and `ebits` exponent bits, rounded to nearest even.
-static inline uint tt_f64__narrow(ulong a, uint mbits, uint ebits) {
+static inline uint tt_f64x_narrow(ulong a, uint mbits, uint ebits) {
     const uint sign = uint(a >> 63) << (mbits + ebits);
     const uint emax = (1u << ebits) - 1u;
     const ulong aa = a & TT_F64_ABS;
@@ -605,7 +611,7 @@ static inline uint tt_f64__narrow(ulong a, uint mbits, uint ebits) {
         return sign;
     }
     int e;
-    const ulong m = tt_f64__norm_sig(aa, e);
+    const ulong m = tt_f64x_norm_sig(aa, e);
     // value = 1.f * 2^(e - 1023); target biased exponent:
     int te = e - 1023 + int(emax >> 1);
     if (te >= int(emax)) {
@@ -616,7 +622,7 @@ static inline uint tt_f64__narrow(ulong a, uint mbits, uint ebits) {
         shift += uint(1 - te);
         te = 1;
     }
-    const ulong t = tt_f64__shr_jam(m, shift - 2u);  // two extra bits: round and sticky
+    const ulong t = tt_f64x_shr_jam(m, shift - 2u);  // two extra bits: round and sticky
     ulong q = t >> 2;
     const ulong rs = t & 3ul;
     if (rs > 2ul || (rs == 2ul && (q & 1ul) != 0ul)) {
@@ -624,13 +630,13 @@ static inline uint tt_f64__narrow(ulong a, uint mbits, uint ebits) {
     }
     return sign | ((uint(te - 1) << mbits) + uint(q));
 }
-static inline float tt_f64_to_float(tt_double a) { return as_type<float>(tt_f64__narrow(a.bits, 23u, 8u)); }
-static inline half tt_f64_to_half(tt_double a) { return as_type<half>(ushort(tt_f64__narrow(a.bits, 10u, 5u))); }
+static inline float tt_f64_to_float(tt_double a) { return as_type<float>(tt_f64x_narrow(a.bits, 23u, 8u)); }
+static inline half tt_f64_to_half(tt_double a) { return as_type<half>(ushort(tt_f64x_narrow(a.bits, 10u, 5u))); }
 
 // |a| truncated toward zero, saturated to 2^64 - 1 (a finite)
-static inline ulong tt_f64__trunc_mag(ulong a) {
-    const int e = tt_f64__exp(a) - 1075;  // |a| = sig * 2^e
-    const ulong m = tt_f64__sig(a);
+static inline ulong tt_f64x_trunc_mag(ulong a) {
+    const int e = tt_f64x_exp(a) - 1075;  // |a| = sig * 2^e
+    const ulong m = tt_f64x_sig(a);
     if (e >= 12) {
         return ~0ul;
     }
@@ -640,20 +646,20 @@ static inline ulong tt_f64__trunc_mag(ulong a) {
     return e <= -64 ? 0ul : (m >> uint(-e));
 }
 static inline long tt_f64_to_i64(tt_double a) {
-    if (tt_f64__isnan(a.bits)) {
+    if (tt_f64x_isnan(a.bits)) {
         return 0l;
     }
-    const ulong mag = tt_f64__trunc_mag(a.bits & TT_F64_ABS);
+    const ulong mag = tt_f64x_trunc_mag(a.bits & TT_F64_ABS);
     if ((a.bits >> 63) != 0ul) {
         return mag >= 0x8000000000000000ul ? long(0x8000000000000000ul) : -long(mag);
     }
     return mag >= 0x8000000000000000ul ? long(0x7FFFFFFFFFFFFFFFul) : long(mag);
 }
 static inline ulong tt_f64_to_u64(tt_double a) {
-    if (tt_f64__isnan(a.bits) || (a.bits >> 63) != 0ul) {
+    if (tt_f64x_isnan(a.bits) || (a.bits >> 63) != 0ul) {
         return 0ul;
     }
-    return tt_f64__trunc_mag(a.bits);
+    return tt_f64x_trunc_mag(a.bits);
 }
 static inline long tt_f64_to_sint(tt_double a, long lo, long hi) { return clamp(tt_f64_to_i64(a), lo, hi); }
 static inline ulong tt_f64_to_uint(tt_double a, ulong hi) { return min(tt_f64_to_u64(a), hi); }
@@ -663,8 +669,8 @@ static inline bool tt_f64_to_bool(tt_double a) { return (a.bits & TT_F64_ABS) !=
 
 // ---- rounding to integers, fmod, ldexp ----
 static inline tt_double tt_f64_trunc(tt_double a) {
-    const int e = tt_f64__exp(a.bits) - 1023;
-    if (tt_f64__isnan(a.bits)) {
+    const int e = tt_f64x_exp(a.bits) - 1023;
+    if (tt_f64x_isnan(a.bits)) {
         return tt_f64_from_bits(a.bits | TT_F64_QUIET);
     }
     if (e >= 52) {
@@ -676,10 +682,10 @@ static inline tt_double tt_f64_trunc(tt_double a) {
     return tt_f64_from_bits(a.bits & ~(TT_F64_FRAC >> uint(e)));
 }
 // rounds |a| (finite) to an integer: mode 0 toward zero, 1 away from zero, 2 half away, 3 half even
-static inline ulong tt_f64__round_mag(ulong a, int mode) {
+static inline ulong tt_f64x_round_mag(ulong a, int mode) {
     const ulong sign = a & TT_F64_SIGN;
     const ulong aa = a & TT_F64_ABS;
-    const int e = tt_f64__exp(aa) - 1023;
+    const int e = tt_f64x_exp(aa) - 1023;
     if (e >= 52) {
         return a;
     }
@@ -717,22 +723,22 @@ static inline ulong tt_f64__round_mag(ulong a, int mode) {
     }
     return sign | (up ? base + unit : base);
 }
-static inline tt_double tt_f64__round_with(tt_double a, int mode) {
-    if (tt_f64__isnan(a.bits)) {
+static inline tt_double tt_f64x_round_with(tt_double a, int mode) {
+    if (tt_f64x_isnan(a.bits)) {
         return tt_f64_from_bits(a.bits | TT_F64_QUIET);
     }
-    return tt_f64_from_bits(tt_f64__round_mag(a.bits, mode));
+    return tt_f64_from_bits(tt_f64x_round_mag(a.bits, mode));
 }
-static inline tt_double tt_f64_floor(tt_double a) { return tt_f64__round_with(a, (a.bits >> 63) != 0ul ? 1 : 0); }
-static inline tt_double tt_f64_ceil(tt_double a) { return tt_f64__round_with(a, (a.bits >> 63) != 0ul ? 0 : 1); }
-static inline tt_double tt_f64_round(tt_double a) { return tt_f64__round_with(a, 2); }
-static inline tt_double tt_f64_rint(tt_double a) { return tt_f64__round_with(a, 3); }
+static inline tt_double tt_f64_floor(tt_double a) { return tt_f64x_round_with(a, (a.bits >> 63) != 0ul ? 1 : 0); }
+static inline tt_double tt_f64_ceil(tt_double a) { return tt_f64x_round_with(a, (a.bits >> 63) != 0ul ? 0 : 1); }
+static inline tt_double tt_f64_round(tt_double a) { return tt_f64x_round_with(a, 2); }
+static inline tt_double tt_f64_rint(tt_double a) { return tt_f64x_round_with(a, 3); }
 
 static inline tt_double tt_f64_fmod(tt_double x, tt_double y) {
     const ulong a = x.bits;
     const ulong b = y.bits;
-    if (tt_f64__isnan(a) || tt_f64__isnan(b)) {
-        return tt_f64_from_bits(tt_f64__nan2(a, b));
+    if (tt_f64x_isnan(a) || tt_f64x_isnan(b)) {
+        return tt_f64_from_bits(tt_f64x_nan2(a, b));
     }
     const ulong aa = a & TT_F64_ABS;
     const ulong ab = b & TT_F64_ABS;
@@ -743,8 +749,8 @@ static inline tt_double tt_f64_fmod(tt_double x, tt_double y) {
         return x;
     }
     int ea, eb;
-    const ulong ma = tt_f64__norm_sig(aa, ea);
-    const ulong mb = tt_f64__norm_sig(ab, eb);
+    const ulong ma = tt_f64x_norm_sig(aa, ea);
+    const ulong mb = tt_f64x_norm_sig(ab, eb);
     // |x| = ma * 2^(ea - 1075), |y| = mb * 2^(eb - 1075), ea >= eb: remainder of ma * 2^(ea - eb) by mb
     ulong r = ma % mb;
     int d = ea - eb;
@@ -753,53 +759,53 @@ static inline tt_double tt_f64_fmod(tt_double x, tt_double y) {
         r = (r << uint(s)) % mb;
         d -= s;
     }
-    return tt_f64_from_bits(tt_f64__pack(a & TT_F64_SIGN, eb - 1075, r));
+    return tt_f64_from_bits(tt_f64x_pack(a & TT_F64_SIGN, eb - 1075, r));
 }
 
 static inline tt_double tt_f64_ldexp(tt_double a, int n) {
     const ulong aa = a.bits & TT_F64_ABS;
     if (aa >= TT_F64_INF || aa == 0ul) {
-        return tt_f64__isnan(a.bits) ? tt_f64_from_bits(a.bits | TT_F64_QUIET) : a;
+        return tt_f64x_isnan(a.bits) ? tt_f64_from_bits(a.bits | TT_F64_QUIET) : a;
     }
     n = clamp(n, -4000, 4000);
-    return tt_f64_from_bits(tt_f64__pack(a.bits & TT_F64_SIGN, tt_f64__exp1(aa) - 1075 + n, tt_f64__sig(aa)));
+    return tt_f64_from_bits(tt_f64x_pack(a.bits & TT_F64_SIGN, tt_f64x_exp1(aa) - 1075 + n, tt_f64x_sig(aa)));
 }
 
 // ---- min / max ----
 static inline tt_double tt_f64_minimum(tt_double a, tt_double b) {
-    if (tt_f64__isnan(a.bits) || tt_f64__isnan(b.bits)) {
-        return tt_f64_from_bits(tt_f64__nan2(a.bits, b.bits));
+    if (tt_f64x_isnan(a.bits) || tt_f64x_isnan(b.bits)) {
+        return tt_f64_from_bits(tt_f64x_nan2(a.bits, b.bits));
     }
-    if (tt_f64__eq(a.bits, b.bits)) {
+    if (tt_f64x_eq(a.bits, b.bits)) {
         return tt_f64_from_bits(a.bits | b.bits);
     }
-    return tt_f64__lt(a.bits, b.bits) ? a : b;
+    return tt_f64x_lt(a.bits, b.bits) ? a : b;
 }
 static inline tt_double tt_f64_maximum(tt_double a, tt_double b) {
-    if (tt_f64__isnan(a.bits) || tt_f64__isnan(b.bits)) {
-        return tt_f64_from_bits(tt_f64__nan2(a.bits, b.bits));
+    if (tt_f64x_isnan(a.bits) || tt_f64x_isnan(b.bits)) {
+        return tt_f64_from_bits(tt_f64x_nan2(a.bits, b.bits));
     }
-    if (tt_f64__eq(a.bits, b.bits)) {
+    if (tt_f64x_eq(a.bits, b.bits)) {
         return tt_f64_from_bits(a.bits & b.bits);
     }
-    return tt_f64__lt(a.bits, b.bits) ? b : a;
+    return tt_f64x_lt(a.bits, b.bits) ? b : a;
 }
 static inline tt_double tt_f64_minnum(tt_double a, tt_double b) {
-    if (tt_f64__isnan(a.bits)) {
-        return tt_f64__isnan(b.bits) ? tt_f64_from_bits(a.bits | TT_F64_QUIET) : b;
+    if (tt_f64x_isnan(a.bits)) {
+        return tt_f64x_isnan(b.bits) ? tt_f64_from_bits(a.bits | TT_F64_QUIET) : b;
     }
-    return tt_f64__isnan(b.bits) ? a : tt_f64_minimum(a, b);
+    return tt_f64x_isnan(b.bits) ? a : tt_f64_minimum(a, b);
 }
 static inline tt_double tt_f64_maxnum(tt_double a, tt_double b) {
-    if (tt_f64__isnan(a.bits)) {
-        return tt_f64__isnan(b.bits) ? tt_f64_from_bits(a.bits | TT_F64_QUIET) : b;
+    if (tt_f64x_isnan(a.bits)) {
+        return tt_f64x_isnan(b.bits) ? tt_f64_from_bits(a.bits | TT_F64_QUIET) : b;
     }
-    return tt_f64__isnan(b.bits) ? a : tt_f64_maximum(a, b);
+    return tt_f64x_isnan(b.bits) ? a : tt_f64_maximum(a, b);
 }
 """
 
 SOFT_F64_BFLOAT = r"""// ---- tt_double <-> bfloat ----
-static inline bfloat tt_f64_to_bfloat(tt_double a) { return as_type<bfloat>(ushort(tt_f64__narrow(a.bits, 7u, 8u))); }
+static inline bfloat tt_f64_to_bfloat(tt_double a) { return as_type<bfloat>(ushort(tt_f64x_narrow(a.bits, 7u, 8u))); }
 static inline tt_double tt_f64_from_bfloat(bfloat x) { return tt_f64_from_float(float(x)); }
 """
 
@@ -811,95 +817,99 @@ struct tt_f64dd {
     tt_double hi;
     tt_double lo;
 };
-static inline tt_f64dd tt_f64__dd(tt_double hi, tt_double lo) {
+static inline tt_f64dd tt_f64x_dd(tt_double hi, tt_double lo) {
     tt_f64dd r;
     r.hi = hi;
     r.lo = lo;
     return r;
 }
-static inline tt_double tt_f64__k(ulong b) { return tt_f64_from_bits(b); }
-static inline tt_f64dd tt_f64__two_sum(tt_double a, tt_double b) {
+static inline tt_double tt_f64x_k(ulong b) { return tt_f64_from_bits(b); }
+static inline tt_f64dd tt_f64x_two_sum(tt_double a, tt_double b) {
     const tt_double s = a + b;
     const tt_double bb = s - a;
-    return tt_f64__dd(s, (a - (s - bb)) + (b - bb));
+    return tt_f64x_dd(s, (a - (s - bb)) + (b - bb));
 }
-static inline tt_f64dd tt_f64__fast_two_sum(tt_double a, tt_double b) {
+static inline tt_f64dd tt_f64x_fast_two_sum(tt_double a, tt_double b) {
     const tt_double s = a + b;
-    return tt_f64__dd(s, b - (s - a));
+    return tt_f64x_dd(s, b - (s - a));
 }
-static inline tt_f64dd tt_f64__two_prod(tt_double a, tt_double b) {
+static inline tt_f64dd tt_f64x_two_prod(tt_double a, tt_double b) {
     const tt_double p = a * b;
-    return tt_f64__dd(p, tt_f64_fma(a, b, -p));
+    return tt_f64x_dd(p, tt_f64_fma(a, b, -p));
 }
-static inline tt_f64dd tt_f64__dd_add(tt_f64dd x, tt_f64dd y) {
-    tt_f64dd s = tt_f64__two_sum(x.hi, y.hi);
-    const tt_f64dd t = tt_f64__two_sum(x.lo, y.lo);
-    s = tt_f64__fast_two_sum(s.hi, s.lo + t.hi);
-    return tt_f64__fast_two_sum(s.hi, s.lo + t.lo);
+static inline tt_f64dd tt_f64x_dd_add(tt_f64dd x, tt_f64dd y) {
+    tt_f64dd s = tt_f64x_two_sum(x.hi, y.hi);
+    const tt_f64dd t = tt_f64x_two_sum(x.lo, y.lo);
+    s = tt_f64x_fast_two_sum(s.hi, s.lo + t.hi);
+    return tt_f64x_fast_two_sum(s.hi, s.lo + t.lo);
 }
-static inline tt_f64dd tt_f64__dd_add_d(tt_f64dd x, tt_double d) {
-    const tt_f64dd s = tt_f64__two_sum(x.hi, d);
-    return tt_f64__fast_two_sum(s.hi, s.lo + x.lo);
+static inline tt_f64dd tt_f64x_dd_add_d(tt_f64dd x, tt_double d) {
+    const tt_f64dd s = tt_f64x_two_sum(x.hi, d);
+    return tt_f64x_fast_two_sum(s.hi, s.lo + x.lo);
 }
-static inline tt_f64dd tt_f64__dd_mul(tt_f64dd x, tt_f64dd y) {
-    const tt_f64dd p = tt_f64__two_prod(x.hi, y.hi);
-    return tt_f64__fast_two_sum(p.hi, p.lo + (x.hi * y.lo + x.lo * y.hi));
+static inline tt_f64dd tt_f64x_dd_mul(tt_f64dd x, tt_f64dd y) {
+    const tt_f64dd p = tt_f64x_two_prod(x.hi, y.hi);
+    return tt_f64x_fast_two_sum(p.hi, p.lo + (x.hi * y.lo + x.lo * y.hi));
 }
-static inline tt_f64dd tt_f64__dd_mul_d(tt_f64dd x, tt_double d) {
-    const tt_f64dd p = tt_f64__two_prod(x.hi, d);
-    return tt_f64__fast_two_sum(p.hi, p.lo + x.lo * d);
+static inline tt_f64dd tt_f64x_dd_mul_d(tt_f64dd x, tt_double d) {
+    const tt_f64dd p = tt_f64x_two_prod(x.hi, d);
+    return tt_f64x_fast_two_sum(p.hi, p.lo + x.lo * d);
 }
-static inline tt_f64dd tt_f64__dd_div(tt_f64dd x, tt_f64dd y) {
+static inline tt_f64dd tt_f64x_dd_div(tt_f64dd x, tt_f64dd y) {
     const tt_double q1 = x.hi / y.hi;
-    const tt_f64dd r = tt_f64__dd_add(x, tt_f64__dd_mul_d(y, -q1));
+    const tt_f64dd r = tt_f64x_dd_add(x, tt_f64x_dd_mul_d(y, -q1));
     const tt_double q2 = r.hi / y.hi;
-    return tt_f64__fast_two_sum(q1, q2);
+    return tt_f64x_fast_two_sum(q1, q2);
 }
 
 // round(2^n * (v.hi + v.lo)) with a single rounding (also into the subnormal range)
-static inline tt_double tt_f64__dd_ldexp(tt_f64dd v, int n) {
+static inline tt_double tt_f64x_dd_ldexp(tt_f64dd v, int n) {
     const ulong h = v.hi.bits;
     const ulong ah = h & TT_F64_ABS;
     const ulong al = v.lo.bits & TT_F64_ABS;
     if (ah == 0ul || ah >= TT_F64_INF || al >= TT_F64_INF) {
         return tt_f64_ldexp(v.hi + v.lo, n);
     }
-    ulong sig = tt_f64__sig(ah) << 10;
-    const int lsb = tt_f64__exp1(ah) - 1085;
+    ulong sig = tt_f64x_sig(ah) << 10;
+    const int lsb = tt_f64x_exp1(ah) - 1085;
     if (al != 0ul) {
-        const int sh = (tt_f64__exp1(al) - 1075) - lsb;
+        const int sh = (tt_f64x_exp1(al) - 1075) - lsb;
         if (sh > 0) {
             return tt_f64_ldexp(v.hi + v.lo, n);
         }
-        const ulong li = tt_f64__shr_jam(tt_f64__sig(al), uint(-sh));
+        const ulong li = tt_f64x_shr_jam(tt_f64x_sig(al), uint(-sh));
         sig = ((v.lo.bits ^ h) >> 63) != 0ul ? sig - li : sig + li;
     }
     n = clamp(n, -4000, 4000);
-    return tt_f64_from_bits(tt_f64__pack(h & TT_F64_SIGN, lsb + n, sig));
+    return tt_f64_from_bits(tt_f64x_pack(h & TT_F64_SIGN, lsb + n, sig));
 }
 
-// exp(r) as a double-double, |r| <= ~0.36
-static inline tt_f64dd tt_f64__exp_dd(tt_f64dd r) {
-    const ulong c[12] = {@EXP_COEFS@};
-    tt_double p = tt_f64__k(c[0]);
-    for (int i = 1; i < 12; ++i) {
-        p = tt_f64_fma(p, r.hi, tt_f64__k(c[i]));
+// exp(r) as a double-double, |r| <= ~0.36: 1 + r + r^2/2 (exact) + r^3 P(r), P = 1/3! + r/4! + ... + r^10/13!
+static inline tt_f64dd tt_f64x_exp_dd(tt_f64dd r) {
+    const ulong c[11] = {@EXP_COEFS@};
+    tt_double p = tt_f64x_k(c[0]);
+    for (int i = 1; i < 11; ++i) {
+        p = tt_f64_fma(p, r.hi, tt_f64x_k(c[i]));
     }
-    const tt_double q = r.hi * r.hi * p;
-    const tt_f64dd t = tt_f64__two_sum(r.hi, q);
-    const tt_double lo = t.lo + (r.lo + r.lo * r.hi);
-    const tt_f64dd u = tt_f64__two_sum(tt_f64__k(0x3FF0000000000000ul), t.hi);
-    return tt_f64__fast_two_sum(u.hi, u.lo + lo);
+    const tt_f64dd rr = tt_f64x_two_prod(r.hi, r.hi);
+    const tt_double half_ = tt_f64x_k(0x3FE0000000000000ul);
+    const tt_double h = rr.hi * half_;  // exact: r^2/2 = h + rr.lo/2
+    const tt_double cube = rr.hi * r.hi * p;  // ~r^3/6: its rounding errors are far below 1 ulp of the sum
+    const tt_f64dd s1 = tt_f64x_two_sum(h, cube);
+    const tt_f64dd s2 = tt_f64x_two_sum(r.hi, s1.hi);
+    const tt_double lo = ((s1.lo + s2.lo) + rr.lo * half_) + (r.lo + r.lo * r.hi);
+    const tt_f64dd u = tt_f64x_two_sum(tt_f64x_k(0x3FF0000000000000ul), s2.hi);
+    return tt_f64x_fast_two_sum(u.hi, u.lo + lo);
 }
 
 // x = k ln2 + r, |r| <= ~0.35 as a double-double (|x| < 2^11 ln2)
-static inline tt_f64dd tt_f64__exp_reduce(tt_double x, thread int& k) {
+static inline tt_f64dd tt_f64x_exp_reduce(tt_double x, thread int& k) {
     const tt_double kd = tt_f64_rint(x * @INVLN2_HI@);
     k = int(tt_f64_to_i64(kd));
     const tt_double nk = -kd;
-    tt_f64dd r = tt_f64__dd(tt_f64_fma(nk, @LN2_C0@, x), tt_f64__k(0ul));
-    r = tt_f64__dd_add(r, tt_f64__two_prod(nk, @LN2_C1@));
-    return tt_f64__dd_add_d(r, nk * @LN2_C2@);
+    tt_f64dd r = tt_f64x_dd(tt_f64_fma(nk, @LN2_C0@, x), tt_f64x_k(0ul));
+    r = tt_f64x_dd_add(r, tt_f64x_two_prod(nk, @LN2_C1@));
+    return tt_f64x_dd_add_d(r, nk * @LN2_C2@);
 }
 
 static inline tt_double tt_f64_exp(tt_double x) {
@@ -911,8 +921,8 @@ static inline tt_double tt_f64_exp(tt_double x) {
         return tt_f64_from_bits((x.bits >> 63) != 0ul ? 0ul : TT_F64_INF);
     }
     int k;
-    const tt_f64dd r = tt_f64__exp_reduce(x, k);
-    return tt_f64__dd_ldexp(tt_f64__exp_dd(r), k);
+    const tt_f64dd r = tt_f64x_exp_reduce(x, k);
+    return tt_f64x_dd_ldexp(tt_f64x_exp_dd(r), k);
 }
 
 static inline tt_double tt_f64_exp2(tt_double x) {
@@ -925,43 +935,43 @@ static inline tt_double tt_f64_exp2(tt_double x) {
     }
     const tt_double kd = tt_f64_rint(x);
     const tt_double f = x - kd;
-    const tt_f64dd r = tt_f64__dd_mul_d(tt_f64__dd(@LN2_HI@, @LN2_LO@), f);
-    return tt_f64__dd_ldexp(tt_f64__exp_dd(r), int(tt_f64_to_i64(kd)));
+    const tt_f64dd r = tt_f64x_dd_mul_d(tt_f64x_dd(@LN2_HI@, @LN2_LO@), f);
+    return tt_f64x_dd_ldexp(tt_f64x_exp_dd(r), int(tt_f64_to_i64(kd)));
 }
 
 // log(x) = k ln2 + L for finite x > 0; L = log(m), m in [sqrt(1/2), sqrt(2)), as a double-double
-static inline tt_f64dd tt_f64__log_dd(tt_double x, thread int& k) {
+static inline tt_f64dd tt_f64x_log_dd(tt_double x, thread int& k) {
     int e;
-    const ulong m = tt_f64__norm_sig(x.bits & TT_F64_ABS, e);
+    const ulong m = tt_f64x_norm_sig(x.bits & TT_F64_ABS, e);
     k = e - 1023;
     ulong mb = (m & TT_F64_FRAC) | 0x3FF0000000000000ul;
     if ((m & TT_F64_FRAC) > 0x6A09E667F3BCCul) {
         mb = (m & TT_F64_FRAC) | 0x3FE0000000000000ul;
         k += 1;
     }
-    const tt_double two = tt_f64__k(0x4000000000000000ul);
-    const tt_double f = tt_f64__k(mb) - tt_f64__k(0x3FF0000000000000ul);
+    const tt_double two = tt_f64x_k(0x4000000000000000ul);
+    const tt_double f = tt_f64x_k(mb) - tt_f64x_k(0x3FF0000000000000ul);
     // s = f / (2 + f), 2 + f = u + ue exactly
     const tt_double u = two + f;
     const tt_double ue = f - (u - two);
     const tt_double sh = f / u;
     const tt_double sl = (tt_f64_fma(-sh, u, f) - sh * ue) / u;
-    const tt_f64dd s = tt_f64__dd(sh, sl);
-    const tt_f64dd z = tt_f64__dd_mul(s, s);
+    const tt_f64dd s = tt_f64x_dd(sh, sl);
+    const tt_f64dd z = tt_f64x_dd_mul(s, s);
     const ulong c[12] = {@LOG_COEFS@};
-    tt_double q = tt_f64__k(c[0]);
+    tt_double q = tt_f64x_k(c[0]);
     for (int i = 1; i < 12; ++i) {
-        q = tt_f64_fma(q, z.hi, tt_f64__k(c[i]));
+        q = tt_f64_fma(q, z.hi, tt_f64x_k(c[i]));
     }
-    const tt_f64dd a = tt_f64__dd_add_d(tt_f64__dd(@THIRD_HI@, @THIRD_LO@), z.hi * q);
-    const tt_f64dd l = tt_f64__dd_add(s, tt_f64__dd_mul(tt_f64__dd_mul(s, z), a));
+    const tt_f64dd a = tt_f64x_dd_add_d(tt_f64x_dd(@THIRD_HI@, @THIRD_LO@), z.hi * q);
+    const tt_f64dd l = tt_f64x_dd_add(s, tt_f64x_dd_mul(tt_f64x_dd_mul(s, z), a));
     const tt_double two_ = two;
-    return tt_f64__dd(l.hi * two_, l.lo * two_);
+    return tt_f64x_dd(l.hi * two_, l.lo * two_);
 }
 
 // NaN, negative, zero and infinite arguments of log/log2; returns true when handled
-static inline bool tt_f64__log_special(tt_double x, thread tt_double& out) {
-    if (tt_f64__isnan(x.bits)) {
+static inline bool tt_f64x_log_special(tt_double x, thread tt_double& out) {
+    if (tt_f64x_isnan(x.bits)) {
         out = tt_f64_from_bits(x.bits | TT_F64_QUIET);
         return true;
     }
@@ -982,30 +992,30 @@ static inline bool tt_f64__log_special(tt_double x, thread tt_double& out) {
 
 static inline tt_double tt_f64_log(tt_double x) {
     tt_double out;
-    if (tt_f64__log_special(x, out)) {
+    if (tt_f64x_log_special(x, out)) {
         return out;
     }
     int k;
-    const tt_f64dd l = tt_f64__log_dd(x, k);
+    const tt_f64dd l = tt_f64x_log_dd(x, k);
     const tt_double kd = tt_f64_from_i32(k);
-    tt_f64dd kl = tt_f64__dd(kd * @LN2_C0@, tt_f64__k(0ul));
-    kl = tt_f64__dd_add(kl, tt_f64__two_prod(kd, @LN2_C1@));
-    kl = tt_f64__dd_add_d(kl, kd * @LN2_C2@);
-    return tt_f64__dd_add(kl, l).hi;
+    tt_f64dd kl = tt_f64x_dd(kd * @LN2_C0@, tt_f64x_k(0ul));
+    kl = tt_f64x_dd_add(kl, tt_f64x_two_prod(kd, @LN2_C1@));
+    kl = tt_f64x_dd_add_d(kl, kd * @LN2_C2@);
+    return tt_f64x_dd_add(kl, l).hi;
 }
 
-static inline tt_f64dd tt_f64__log2_dd(tt_double x) {
+static inline tt_f64dd tt_f64x_log2_dd(tt_double x) {
     int k;
-    const tt_f64dd l = tt_f64__log_dd(x, k);
-    return tt_f64__dd_add_d(tt_f64__dd_mul(l, tt_f64__dd(@INVLN2_HI@, @INVLN2_LO@)), tt_f64_from_i32(k));
+    const tt_f64dd l = tt_f64x_log_dd(x, k);
+    return tt_f64x_dd_add_d(tt_f64x_dd_mul(l, tt_f64x_dd(@INVLN2_HI@, @INVLN2_LO@)), tt_f64_from_i32(k));
 }
 
 static inline tt_double tt_f64_log2(tt_double x) {
     tt_double out;
-    if (tt_f64__log_special(x, out)) {
+    if (tt_f64x_log_special(x, out)) {
         return out;
     }
-    return tt_f64__log2_dd(x).hi;
+    return tt_f64x_log2_dd(x).hi;
 }
 
 static inline tt_double tt_f64_pow(tt_double x, tt_double y) {
@@ -1013,62 +1023,62 @@ static inline tt_double tt_f64_pow(tt_double x, tt_double y) {
     const ulong ax = x.bits & TT_F64_ABS;
     const ulong ay = y.bits & TT_F64_ABS;
     if (ay == 0ul || x.bits == one) {
-        return tt_f64__k(one);
+        return tt_f64x_k(one);
     }
-    if (tt_f64__isnan(x.bits) || tt_f64__isnan(y.bits)) {
-        return tt_f64_from_bits(tt_f64__nan2(x.bits, y.bits));
+    if (tt_f64x_isnan(x.bits) || tt_f64x_isnan(y.bits)) {
+        return tt_f64_from_bits(tt_f64x_nan2(x.bits, y.bits));
     }
     const bool yneg = (y.bits >> 63) != 0ul;
     if (ay == TT_F64_INF) {
         if (ax == one) {
-            return tt_f64__k(one);
+            return tt_f64x_k(one);
         }
-        return tt_f64__k((ax > one) != yneg ? TT_F64_INF : 0ul);
+        return tt_f64x_k((ax > one) != yneg ? TT_F64_INF : 0ul);
     }
     const bool yint = tt_f64_trunc(y) == y;
     const bool yodd = yint && ay < 0x4340000000000000ul && (tt_f64_to_u64(tt_f64_fabs(y)) & 1ul) != 0ul;
     const ulong rsign = ((x.bits >> 63) != 0ul && yodd) ? TT_F64_SIGN : 0ul;
     if (ax == 0ul) {
-        return tt_f64__k(yneg ? (rsign | TT_F64_INF) : rsign);
+        return tt_f64x_k(yneg ? (rsign | TT_F64_INF) : rsign);
     }
     if (ax == TT_F64_INF) {
-        return tt_f64__k(yneg ? rsign : (rsign | TT_F64_INF));
+        return tt_f64x_k(yneg ? rsign : (rsign | TT_F64_INF));
     }
     if ((x.bits >> 63) != 0ul && !yint) {
-        return tt_f64__k(TT_F64_DEFAULT_NAN);
+        return tt_f64x_k(TT_F64_DEFAULT_NAN);
     }
-    const tt_f64dd l2 = tt_f64__log2_dd(tt_f64__k(ax));
+    const tt_f64dd l2 = tt_f64x_log2_dd(tt_f64x_k(ax));
     const tt_double th = l2.hi * y;  // y log2|x|: beyond +-1120 the result overflows or underflows
-    if (th > tt_f64__k(0x4091800000000000ul)) {
-        return tt_f64__k(rsign | TT_F64_INF);
+    if (th > tt_f64x_k(0x4091800000000000ul)) {
+        return tt_f64x_k(rsign | TT_F64_INF);
     }
-    if (th < tt_f64__k(0xC091800000000000ul)) {
-        return tt_f64__k(rsign);
+    if (th < tt_f64x_k(0xC091800000000000ul)) {
+        return tt_f64x_k(rsign);
     }
-    const tt_f64dd t = tt_f64__dd_mul_d(l2, y);
+    const tt_f64dd t = tt_f64x_dd_mul_d(l2, y);
     const tt_double kd = tt_f64_rint(t.hi);
-    const tt_f64dd f = tt_f64__dd_add_d(t, -kd);
-    const tt_f64dd r = tt_f64__dd_mul(f, tt_f64__dd(@LN2_HI@, @LN2_LO@));
-    const tt_double v = tt_f64__dd_ldexp(tt_f64__exp_dd(r), int(tt_f64_to_i64(kd)));
+    const tt_f64dd f = tt_f64x_dd_add_d(t, -kd);
+    const tt_f64dd r = tt_f64x_dd_mul(f, tt_f64x_dd(@LN2_HI@, @LN2_LO@));
+    const tt_double v = tt_f64x_dd_ldexp(tt_f64x_exp_dd(r), int(tt_f64_to_i64(kd)));
     return tt_f64_from_bits(v.bits | rsign);
 }
 
 // x = n (pi/2) + r for finite x, |r| <= ~pi/4 as a double-double; returns n mod 4
-static inline int tt_f64__rem_pio2(tt_double x, thread tt_f64dd& r) {
+static inline int tt_f64x_rem_pio2(tt_double x, thread tt_f64dd& r) {
     const ulong ax = x.bits & TT_F64_ABS;
     if (ax < 0x4130000000000000ul) {  // |x| < 2^20: Cody-Waite with pi/2 in four parts
         const tt_double kd = tt_f64_rint(x * @TWOOPI@);
         const tt_double nk = -kd;
-        r = tt_f64__dd(tt_f64_fma(nk, @PIO2_C0@, x), tt_f64__k(0ul));
-        r = tt_f64__dd_add(r, tt_f64__two_prod(nk, @PIO2_C1@));
-        r = tt_f64__dd_add(r, tt_f64__two_prod(nk, @PIO2_C2@));
-        r = tt_f64__dd_add(r, tt_f64__two_prod(nk, @PIO2_C3@));
+        r = tt_f64x_dd(tt_f64_fma(nk, @PIO2_C0@, x), tt_f64x_k(0ul));
+        r = tt_f64x_dd_add(r, tt_f64x_two_prod(nk, @PIO2_C1@));
+        r = tt_f64x_dd_add(r, tt_f64x_two_prod(nk, @PIO2_C2@));
+        r = tt_f64x_dd_add(r, tt_f64x_two_prod(nk, @PIO2_C3@));
         return int(tt_f64_to_i64(kd) & 3l);
     }
     // Payne-Hanek: |x| = m 2^E; x (2/pi) mod 4 from the 192 bits b_{E-1} .. b_{E+190} of 2/pi
     const ulong tbl[21] = {@TWOOPI_TABLE@};
     int e;
-    const ulong m = tt_f64__norm_sig(ax, e);
+    const ulong m = tt_f64x_norm_sig(ax, e);
     const int q0 = (e - 1075) - 1 + 63;
     const int w = q0 >> 6;
     const uint o = uint(q0 & 63);
@@ -1111,12 +1121,12 @@ static inline int tt_f64__rem_pio2(tt_double x, thread tt_f64dd& r) {
         x0 <<= s;
         lsb -= int(s);
     }
-    const tt_double fh = tt_f64_from_bits(tt_f64__pack(0ul, lsb + 128 + 11, x2 >> 11));
+    const tt_double fh = tt_f64_from_bits(tt_f64x_pack(0ul, lsb + 128 + 11, x2 >> 11));
     const ulong rest = ((x2 & 0x7FFul) << 53) | (x1 >> 11) | (((x1 & 0x7FFul) | x0) != 0ul ? 1ul : 0ul);
-    const tt_double fl = tt_f64_from_bits(tt_f64__pack(0ul, lsb + 64 + 11, rest));
-    r = tt_f64__dd_mul(tt_f64__dd(fh, fl), tt_f64__dd(@PIO2_HI@, @PIO2_LO@));
+    const tt_double fl = tt_f64_from_bits(tt_f64x_pack(0ul, lsb + 64 + 11, rest));
+    r = tt_f64x_dd_mul(tt_f64x_dd(fh, fl), tt_f64x_dd(@PIO2_HI@, @PIO2_LO@));
     if (neg != ((x.bits >> 63) != 0ul)) {
-        r = tt_f64__dd(-r.hi, -r.lo);
+        r = tt_f64x_dd(-r.hi, -r.lo);
     }
     if ((x.bits >> 63) != 0ul) {
         n = -n;
@@ -1124,27 +1134,27 @@ static inline int tt_f64__rem_pio2(tt_double x, thread tt_f64dd& r) {
     return n & 3;
 }
 
-static inline tt_double tt_f64__sin_kernel(tt_f64dd r) {
+static inline tt_double tt_f64x_sin_kernel(tt_f64dd r) {
     const ulong c[9] = {@SIN_COEFS@};
     const tt_double z = r.hi * r.hi;
-    tt_double p = tt_f64__k(c[0]);
+    tt_double p = tt_f64x_k(c[0]);
     for (int i = 1; i < 9; ++i) {
-        p = tt_f64_fma(p, z, tt_f64__k(c[i]));
+        p = tt_f64_fma(p, z, tt_f64x_k(c[i]));
     }
-    const tt_f64dd t = tt_f64__two_sum(r.hi, r.hi * z * p);
-    return t.hi + (t.lo + r.lo * (tt_f64__k(0x3FF0000000000000ul) - tt_f64__k(0x3FE0000000000000ul) * z));
+    const tt_f64dd t = tt_f64x_two_sum(r.hi, r.hi * z * p);
+    return t.hi + (t.lo + r.lo * (tt_f64x_k(0x3FF0000000000000ul) - tt_f64x_k(0x3FE0000000000000ul) * z));
 }
 
-static inline tt_double tt_f64__cos_kernel(tt_f64dd r) {
+static inline tt_double tt_f64x_cos_kernel(tt_f64dd r) {
     const ulong c[9] = {@COS_COEFS@};
-    const tt_f64dd zz = tt_f64__two_prod(r.hi, r.hi);
+    const tt_f64dd zz = tt_f64x_two_prod(r.hi, r.hi);
     const tt_double z = zz.hi;
-    tt_double p = tt_f64__k(c[0]);
+    tt_double p = tt_f64x_k(c[0]);
     for (int i = 1; i < 9; ++i) {
-        p = tt_f64_fma(p, z, tt_f64__k(c[i]));
+        p = tt_f64_fma(p, z, tt_f64x_k(c[i]));
     }
-    const tt_double one = tt_f64__k(0x3FF0000000000000ul);
-    const tt_double half_ = tt_f64__k(0x3FE0000000000000ul);
+    const tt_double one = tt_f64x_k(0x3FF0000000000000ul);
+    const tt_double half_ = tt_f64x_k(0x3FE0000000000000ul);
     const tt_double hz = half_ * z;
     const tt_double w = one - hz;
     const tt_double err = (one - w) - hz;
@@ -1160,8 +1170,8 @@ static inline tt_double tt_f64_sin(tt_double x) {
         return x;
     }
     tt_f64dd r;
-    const int n = tt_f64__rem_pio2(x, r);
-    const tt_double v = (n & 1) != 0 ? tt_f64__cos_kernel(r) : tt_f64__sin_kernel(r);
+    const int n = tt_f64x_rem_pio2(x, r);
+    const tt_double v = (n & 1) != 0 ? tt_f64x_cos_kernel(r) : tt_f64x_sin_kernel(r);
     return (n & 2) != 0 ? -v : v;
 }
 
@@ -1171,11 +1181,11 @@ static inline tt_double tt_f64_cos(tt_double x) {
         return tt_f64_from_bits(ax > TT_F64_INF ? (x.bits | TT_F64_QUIET) : TT_F64_DEFAULT_NAN);
     }
     if (ax < 0x3E40000000000000ul) {  // |x| < 2^-27: cos x rounds to 1
-        return tt_f64__k(0x3FF0000000000000ul);
+        return tt_f64x_k(0x3FF0000000000000ul);
     }
     tt_f64dd r;
-    const int n = tt_f64__rem_pio2(x, r);
-    const tt_double v = (n & 1) != 0 ? tt_f64__sin_kernel(r) : tt_f64__cos_kernel(r);
+    const int n = tt_f64x_rem_pio2(x, r);
+    const tt_double v = (n & 1) != 0 ? tt_f64x_sin_kernel(r) : tt_f64x_cos_kernel(r);
     return ((n + 1) & 2) != 0 ? -v : v;
 }
 
@@ -1191,19 +1201,19 @@ static inline tt_double tt_f64_tanh(tt_double x) {
         return tt_f64_from_bits((x.bits & TT_F64_SIGN) | 0x3FF0000000000000ul);
     }
     int k;
-    const tt_f64dd r = tt_f64__exp_reduce(tt_f64_from_bits(ax + 0x0010000000000000ul), k);  // 2|x|
-    tt_f64dd e = tt_f64__exp_dd(r);
-    e = tt_f64__dd(tt_f64_ldexp(e.hi, k), tt_f64_ldexp(e.lo, k));
-    const tt_double one = tt_f64__k(0x3FF0000000000000ul);
-    const tt_f64dd q = tt_f64__dd_div(tt_f64__dd_add_d(e, -one), tt_f64__dd_add_d(e, one));
+    const tt_f64dd r = tt_f64x_exp_reduce(tt_f64_from_bits(ax + 0x0010000000000000ul), k);  // 2|x|
+    tt_f64dd e = tt_f64x_exp_dd(r);
+    e = tt_f64x_dd(tt_f64_ldexp(e.hi, k), tt_f64_ldexp(e.lo, k));
+    const tt_double one = tt_f64x_k(0x3FF0000000000000ul);
+    const tt_f64dd q = tt_f64x_dd_div(tt_f64x_dd_add_d(e, -one), tt_f64x_dd_add_d(e, one));
     return tt_f64_from_bits(q.hi.bits | (x.bits & TT_F64_SIGN));
 }
 
-static inline tt_f64dd tt_f64__dd_div_d(tt_f64dd x, tt_double d) {
+static inline tt_f64dd tt_f64x_dd_div_d(tt_f64dd x, tt_double d) {
     const tt_double q1 = x.hi / d;
-    const tt_f64dd p = tt_f64__two_prod(q1, d);
+    const tt_f64dd p = tt_f64x_two_prod(q1, d);
     const tt_double r = ((x.hi - p.hi) - p.lo) + x.lo;
-    return tt_f64__fast_two_sum(q1, r / d);
+    return tt_f64x_fast_two_sum(q1, r / d);
 }
 
 // erf(x) = 2/sqrt(pi) exp(-x^2) sum_n (2x^2)^n x / (2n+1)!!  (positive terms: no cancellation), in double-double
@@ -1219,27 +1229,27 @@ static inline tt_double tt_f64_erf(tt_double x) {
         return tt_f64_from_bits((x.bits & TT_F64_SIGN) | 0x3FF0000000000000ul);
     }
     const tt_double a = tt_f64_from_bits(ax);
-    const tt_f64dd xx = tt_f64__two_prod(a, a);
-    const tt_double two = tt_f64__k(0x4000000000000000ul);
-    const tt_f64dd w = tt_f64__dd(xx.hi * two, xx.lo * two);
-    tt_f64dd t = tt_f64__dd(a, tt_f64__k(0ul));
+    const tt_f64dd xx = tt_f64x_two_prod(a, a);
+    const tt_double two = tt_f64x_k(0x4000000000000000ul);
+    const tt_f64dd w = tt_f64x_dd(xx.hi * two, xx.lo * two);
+    tt_f64dd t = tt_f64x_dd(a, tt_f64x_k(0ul));
     tt_f64dd sum = t;
-    tt_double odd = tt_f64__k(0x3FF0000000000000ul);
+    tt_double odd = tt_f64x_k(0x3FF0000000000000ul);
     for (int n = 1; n < 240; ++n) {
         odd = odd + two;
-        t = tt_f64__dd_div_d(tt_f64__dd_mul(t, w), odd);
-        sum = tt_f64__dd_add(sum, t);
-        if (tt_f64__exp(t.hi.bits) + 110 < tt_f64__exp(sum.hi.bits)) {
+        t = tt_f64x_dd_div_d(tt_f64x_dd_mul(t, w), odd);
+        sum = tt_f64x_dd_add(sum, t);
+        if (tt_f64x_exp(t.hi.bits) + 110 < tt_f64x_exp(sum.hi.bits)) {
             break;
         }
     }
     // exp(-x^2) = 2^k exp(r)
     int k;
-    tt_f64dd r = tt_f64__exp_reduce(-xx.hi, k);
-    r = tt_f64__dd_add_d(r, -xx.lo);
-    const tt_f64dd e = tt_f64__exp_dd(r);
-    const tt_f64dd v = tt_f64__dd_mul(tt_f64__dd_mul(e, sum), tt_f64__dd(@TSP_HI@, @TSP_LO@));
-    const tt_double res = tt_f64__dd_ldexp(v, k);
+    tt_f64dd r = tt_f64x_exp_reduce(-xx.hi, k);
+    r = tt_f64x_dd_add_d(r, -xx.lo);
+    const tt_f64dd e = tt_f64x_exp_dd(r);
+    const tt_f64dd v = tt_f64x_dd_mul(tt_f64x_dd_mul(e, sum), tt_f64x_dd(@TSP_HI@, @TSP_LO@));
+    const tt_double res = tt_f64x_dd_ldexp(v, k);
     return tt_f64_from_bits(res.bits | (x.bits & TT_F64_SIGN));
 }
 """
