@@ -106,6 +106,14 @@ class KernelContext:
         self._extra_scratch = max(self._extra_scratch, nbytes)
         return self._upstream_end
 
+    def scratch_room(self, op: Op) -> int:
+        """The most scratch bytes `op` can get without the kernel exceeding threadgroup memory."""
+        off, size = op.attrs.get("allocation.offset"), op.attrs.get("allocation.size")
+        upstream = int(size) if off is not None and size is not None else 0
+        if not self._buffers_live_at(op):
+            return max(upstream, MAX_THREADGROUP_MEMORY)
+        return max(upstream, MAX_THREADGROUP_MEMORY - self._upstream_end)
+
     @property
     def _upstream_end(self) -> int:
         return (self.upstream_shared + 15) // 16 * 16
