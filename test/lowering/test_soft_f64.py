@@ -427,8 +427,9 @@ def inputs_for(op: str, rng, n: int):
             bits = _NARROW_IN[op]
             low = np.concatenate([a >> np.uint64(64 - bits), a & np.uint64((1 << bits) - 1)])
             if op == "from_float":
-                low = np.concatenate([low, f2b(b2f(a).astype(np.float32).astype(np.float64))])
-                low = np.concatenate([low, b2f(a).astype(np.float32).view(np.uint32).astype(np.uint64)])
+                with np.errstate(all="ignore"):
+                    low = np.concatenate([low, f2b(b2f(a).astype(np.float32).astype(np.float64))])
+                    low = np.concatenate([low, b2f(a).astype(np.float32).view(np.uint32).astype(np.uint64)])
             a = low
         return a, None, None
     a, b = binary_cases(rng, n)

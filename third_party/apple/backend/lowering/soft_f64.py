@@ -123,6 +123,7 @@ _PI = Fraction(_PI_FIX, _ONE)
 import math as _math
 _TWO_OVER_SQRTPI = Fraction(2 << _PREC, _math.isqrt(_PI_FIX << _PREC))
 _C = {
+    "MSIXTH_HI": _split(Fraction(-1, 6), 2)[0], "MSIXTH_LO": _split(Fraction(-1, 6), 2)[1],
     "TSP_HI": _split(_TWO_OVER_SQRTPI, 2)[0], "TSP_LO": _split(_TWO_OVER_SQRTPI, 2)[1],
     "LN2_HI": _split(_LN2, 2)[0], "LN2_LO": _split(_LN2, 2)[1],
     "INVLN2_HI": _split(1 / _LN2, 2)[0], "INVLN2_LO": _split(1 / _LN2, 2)[1],
@@ -152,8 +153,8 @@ def _coef_list(values) -> str:
 _EXP_COEFS = _coef_list(Fraction(1, _fact(n)) for n in range(13, 2, -1))
 # log(1+f) = 2s + 2 s^3 (1/3 + z Q(z)), z = s^2, Q(z) = 1/5 + z/7 + ... + z^11/27 (Horner from the top)
 _LOG_COEFS = _coef_list(Fraction(1, 2 * n + 1) for n in range(13, 1, -1))
-# sin(r) = r + r z S(z), S = -1/3! + z/5! - ... (to z^8/19!); cos(r) = 1 - z/2 + z^2 C(z), C = 1/4! - ... (to z^8/20!)
-_SIN_COEFS = _coef_list(Fraction((-1)**n, _fact(2 * n + 1)) for n in range(9, 0, -1))
+# sin(r) = r - r^3/6 + r^5 S(z), S = 1/5! - z/7! + ... (to z^7/19!); cos(r) = 1 - z/2 + z^2 C(z), C = 1/4! - ... (to z^8/20!)
+_SIN_COEFS = _coef_list(Fraction((-1)**n, _fact(2 * n + 1)) for n in range(9, 1, -1))
 _COS_COEFS = _coef_list(Fraction((-1)**n, _fact(2 * n)) for n in range(10, 1, -1))
 # 2/pi: bits b_1 b_2 ... (2/pi = sum b_i 2^-i), 64 per word, after a zero word (reads before b_1 give 0)
 _TWOOPI_WORDS = [0] + [((2 * _ONE * _ONE // _PI_FIX) >> (_PREC - 64 * (k + 1))) & (2**64 - 1) for k in range(20)]
@@ -1134,15 +1135,22 @@ static inline int tt_f64x_rem_pio2(tt_double x, thread tt_f64dd& r) {
     return n & 3;
 }
 
+// sin(r) = r - r^3/6 (double-double) + r^5 S(z), S = 1/5! - z/7! + ... + z^7/19!, z = r^2
 static inline tt_double tt_f64x_sin_kernel(tt_f64dd r) {
-    const ulong c[9] = {@SIN_COEFS@};
-    const tt_double z = r.hi * r.hi;
+    const ulong c[8] = {@SIN_COEFS@};
+    const tt_f64dd zz = tt_f64x_two_prod(r.hi, r.hi);
+    const tt_double z = zz.hi;
     tt_double p = tt_f64x_k(c[0]);
-    for (int i = 1; i < 9; ++i) {
+    for (int i = 1; i < 8; ++i) {
         p = tt_f64_fma(p, z, tt_f64x_k(c[i]));
     }
-    const tt_f64dd t = tt_f64x_two_sum(r.hi, r.hi * z * p);
-    return t.hi + (t.lo + r.lo * (tt_f64x_k(0x3FF0000000000000ul) - tt_f64x_k(0x3FE0000000000000ul) * z));
+    const tt_f64dd r3 = tt_f64x_dd_mul_d(zz, r.hi);
+    const tt_f64dd t3 = tt_f64x_dd_mul(r3, tt_f64x_dd(@MSIXTH_HI@, @MSIXTH_LO@));
+    const tt_double c5 = r3.hi * z * p;
+    const tt_f64dd s1 = tt_f64x_two_sum(t3.hi, c5);
+    const tt_f64dd s2 = tt_f64x_two_sum(r.hi, s1.hi);
+    const tt_double lo = ((s1.lo + s2.lo) + t3.lo) + r.lo * (tt_f64x_k(0x3FF0000000000000ul) - tt_f64x_k(0x3FE0000000000000ul) * z);
+    return s2.hi + lo;
 }
 
 static inline tt_double tt_f64x_cos_kernel(tt_f64dd r) {
