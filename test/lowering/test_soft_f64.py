@@ -693,3 +693,33 @@ def test_hypothesis_bit_exact(op, cases):
     a, b, c = (np.array(col, dtype=np.uint64) for col in zip(*cases))
     got, want, bad = check(op, a, b, c)
     assert not bad.any(), _report(op, a, b, c, got, want, bad)
+
+
+def test_values_move_as_ulong_bits_through_shuffles():
+    """How the lowering moves f64 values: as `.bits` (ulong) through simd shuffles; a butterfly sum of 32
+    doubles over a simdgroup equals the same sum order on the host, bit for bit."""
+    from triton.backends.apple import emulator
+    from triton.backends.apple.lowering.msl_helpers import shuffle_helper
+    _, fn, text = shuffle_helper("simd_shuffle_xor", "ulong")
+    src = PRELUDE.format(math_mode="#pragma METAL fp math_mode(safe)") + _NO_DOUBLE + \
+        "\n".join(soft_f64.helper_texts("tt_f64_core")) + text + f"""
+kernel void f64_butterfly(device const ulong* a [[buffer(0)]], device ulong* out [[buffer(1)]],
+                          uint lane [[thread_index_in_simdgroup]]) {{
+    tt_double v = tt_f64_from_bits(a[lane]);
+    for (ushort m = 16; m > 0; m >>= 1) {{
+        const tt_double other = tt_f64_from_bits({fn}(v.bits, m));
+        v = lane < 16u ? v + other : v + other;
+    }}
+    out[lane] = v.bits;
+}}
+"""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(32) * np.exp(rng.uniform(-30, 30, 32))
+    out = torch.zeros(32, dtype=torch.int64)
+    emulator.compile_msl(src, "f64_butterfly").launch(grid=(1, 1, 1), threadgroup=(32, 1, 1),
+                                                      buffers=[torch.from_numpy(x.view(np.int64).copy()), out])
+    v = x.copy()
+    lanes = np.arange(32)
+    for m in (16, 8, 4, 2, 1):
+        v = v + v[lanes ^ m]
+    assert np.array_equal(out.numpy().view(np.uint64), v.view(np.uint64))
