@@ -208,7 +208,8 @@ def test_a_real_cpu_backend_keeps_the_cpu_name(tmp_path):
               "print(backends['cpu'].compiler.__name__, backends['cpu'].driver.__name__)\n"
               "print(triton.runtime.driver.active.get_current_target().backend)\n")
     import os
-    env = dict(os.environ, PYTHONPATH=str(tmp_path) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = dict(os.environ, PYTHONPATH=str(tmp_path) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               TRITON_DEFAULT_BACKEND="apple")  # skips asking CUDA/ROCm drivers, which imports torch (slow)
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["FakeCpuBackend", "FakeCpuDriver", "metal"]

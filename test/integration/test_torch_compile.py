@@ -203,8 +203,25 @@ MPS_REGISTRATION_SCRIPT = textwrap.dedent("""
 """)
 
 
-def test_inductor_mps_registration():
+def test_inductor_mps_registration_when_inductor_is_loaded():
     """What TRITON_APPLE_INDUCTOR_MPS=1 does on a Mac, minus running a model there (never done)."""
+    from torch._inductor.codegen import common
+    from torch._inductor.codegen.triton import TritonScheduling
+    from triton.backends.apple.inductor import enable_mps_when_inductor_loads
+    common.init_backend_registration()
+    before = common.device_codegens.get("mps")
+    try:
+        enable_mps_when_inductor_loads()
+        assert common.get_scheduling_for_device("mps") is TritonScheduling
+    finally:
+        common.device_codegens["mps"] = before
+    assert common.get_scheduling_for_device("mps") is not TritonScheduling
+
+
+@pytest.mark.slow
+def test_inductor_mps_registration_before_inductor_loads():
+    """The driver module asks for the registration while Triton discovers its backends, which can be before
+    (or halfway through) inductor's imports: it waits until inductor's codegen registry has loaded."""
     out = subprocess.run([sys.executable, "-c", MPS_REGISTRATION_SCRIPT], capture_output=True, text=True,
                          timeout=300)
     assert out.returncode == 0, out.stderr
