@@ -126,3 +126,20 @@ def test_print_prefix_with_symbols_is_kept_verbatim(device, capfd):
     k[(1, )](torch.tensor([1.5], device=device))
     out = capfd.readouterr().out
     assert "rate = x @ 2, y" in out and "1.5" in out
+
+
+@triton.jit
+def split_and_assume(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    tl.assume(n > 0)
+    tl.assume(n % 16 == 0)
+    offs = tl.arange(0, BLOCK)
+    a, b = tl.split(tl.load(x_ptr + offs[:, None] * 2 + tl.arange(0, 2)[None, :]))
+    tl.store(y_ptr + offs, a * 10 + b)
+
+
+def test_split_results_and_assume(device):
+    # `%a, %b = tt.split %x : T -> U` prints one type for both results; llvm.intr.assume is a hint
+    x = torch.randn(64, 2, device=device)
+    y = torch.empty(64, device=device)
+    split_and_assume[(1, )](x, y, 16, BLOCK=64)
+    assert torch.equal(y.cpu(), x.cpu()[:, 0] * 10 + x.cpu()[:, 1])

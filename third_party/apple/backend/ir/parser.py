@@ -737,7 +737,8 @@ class ModuleParser:
             raise IRParseError(f"{name}: cannot find result types")
         arrow = find_top(types_text, "->", last=True)
         if arrow >= 0:
-            return self.types.parse_list(types_text[arrow + 2:])
+            tys = self.types.parse_list(types_text[arrow + 2:])
+            return tys * n if len(tys) == 1 and n > 1 else tys  # `%a, %b = tt.split %x : T -> U`
         to = find_top(types_text, " to ")
         if to >= 0:
             return [self.types.parse(types_text[to + 4:])]
@@ -754,7 +755,7 @@ class ModuleParser:
             return [tys[0]]
         if len(tys) == n:
             return tys
-        return [tys[-1]] * n if n == 1 else tys[-n:]
+        return [tys[-1]] if n == 1 else tys[-n:]
 
     def _op_scf_for(self, name, result_names, body, region_pos, loc, text) -> Op:
         m = re.match(r"(%[\w$.\-]+) = (%[\w$.\-#]+) to (%[\w$.\-#]+) step (%[\w$.\-#]+)(.*)", body)

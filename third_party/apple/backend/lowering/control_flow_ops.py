@@ -240,3 +240,8 @@ def _common_dominator(a: Block, b: Block, idom, index) -> Block:
         while index[id(b)] > index[id(a)]:
             b = idom[id(b)]
     return a
+
+
+@FAMILY.lowers("llvm.intr.assume")
+def _assume(em: FunctionEmitter, op: Op) -> None:
+    """`tl.assume(cond)`: a promise about values for the optimiser; nothing executes."""
