@@ -136,3 +136,27 @@ def test_reset_to_zero_and_pre_hook(device):
     tuned[lambda m: (triton.cdiv(n, m["BLOCK"]), )](x, acc, n)
     torch.testing.assert_close(acc, x)  # zeroed before each run, then x added once
     assert seen and set(seen) == {n}  # the config's pre_hook ran for the benchmark runs and the final launch
+
+
+def test_autotune_skips_configs_a_pipeline_cannot_run(device, monkeypatch):
+    """On a Mac a pipeline whose registers lower maxTotalThreadsPerThreadgroup below num_warps x 32 is reported
+    by load_binary, and Triton's own check raises OutOfResources("threads"): the autotuner skips the config.
+    Here load_binary reports 128 threads for every kernel, as Metal would for a register-hungry one."""
+    from triton.runtime import driver
+    utils = driver.active.utils
+    real = utils.load_binary
+
+    def at_most_128_threads(*args):
+        module, fn, n_regs, n_spills, _ = real(*args)
+        return module, fn, n_regs, n_spills, 128
+
+    monkeypatch.setattr(utils, "load_binary", at_most_128_threads)
+    configs = [triton.Config({"BLOCK": 256}, num_warps=8), triton.Config({"BLOCK": 256}, num_warps=4)]
+    tuned = triton.autotune(configs=configs, key=["n"], restore_value=["acc_ptr"])(accumulate_kernel)
+    n = 600
+    x, acc = torch.randn(n, device=device), torch.zeros(n, device=device)
+    tuned[lambda m: (triton.cdiv(n, m["BLOCK"]), )](x, acc, n)
+    torch.testing.assert_close(acc, x)
+    assert tuned.best_config.num_warps == 4
+    timings = {cfg.num_warps: t[0] for cfg, t in tuned.configs_timings.items()}
+    assert timings[8] == float("inf") and timings[4] < float("inf")
