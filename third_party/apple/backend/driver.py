@@ -78,7 +78,7 @@ def _mac_family() -> Optional[str]:  # pragma: no cover - needs a Mac
     for chip, fam in (("M1", "apple7"), ("M2", "apple8"), ("M3", "apple9"), ("M4", "apple9")):
         if f"Apple {chip}" in brand:
             return fam
-    return None
+    return "apple9" if "Apple M" in brand else None  # a newer chip has at least Apple9's features
 
 
 def _sysctl(name: str) -> str:  # pragma: no cover - needs a Mac
