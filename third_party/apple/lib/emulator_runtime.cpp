@@ -1738,16 +1738,18 @@ void *pool_main(void *arg) {
   sigaltstack(&ss, nullptr);
   tl_worker = w;
   uint64_t seen = 0;
+  bool worked = false;
   std::unique_lock<std::mutex> lk(g_pool_mu);
   for (;;) {
-    if (g_gen == seen) {
+    if (worked && g_gen == seen) { // launches often come back to back: stay awake a moment
       lk.unlock();
-      spin_until([&] { return g_gen.load() != seen; }); // launches often come back to back
+      spin_until([&] { return g_gen.load() != seen; });
       lk.lock();
     }
     g_pool_cv.wait(lk, [&] { return g_gen != seen; });
     seen = g_gen;
-    if (w->id >= g_nactive)
+    worked = w->id < g_nactive;
+    if (!worked)
       continue;
     Launch *L = g_cur;
     lk.unlock();

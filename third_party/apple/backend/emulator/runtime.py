@@ -73,12 +73,13 @@ _UB_MODES = {"warn": 0, "error": 1, "ignore": 2}
 _SCHEDULES = {"forward": 0, "reverse": 1, "random": 2}
 
 
-def _schedule(spec: str) -> Tuple[int, int]:
+def _schedule(kernel: str, spec: str) -> Tuple[int, int]:
     """'forward' | 'reverse' | 'random' | 'random:<seed>' -> (TT_SCHED_*, seed)."""
     spec = spec.strip().lower()
     name, _, seed = spec.partition(":")
     if name not in _SCHEDULES or (seed and (name != "random" or not seed.isdigit())):
-        raise EmulatorLaunchError(f"unknown emulator schedule {spec!r}; expected forward, reverse or random[:seed]")
+        raise EmulatorLaunchError(f"kernel '{kernel}': unknown emulator schedule {spec!r}; expected forward, reverse "
+                                  "or random[:seed]", kernel_name=kernel)
     return _SCHEDULES[name], int(seed) if seed else 0x5EED
 
 _lib = None
@@ -506,7 +507,7 @@ class EmulatorKernel:
         desc.host_threads = knobs.emulator_threads.get() if host_threads is None else max(0, host_threads)
         desc.buffers = descs
         desc.stack_kb = knobs.emulator_stack_kb.get() if stack_kb is None else max(0, stack_kb)
-        desc.schedule, desc.seed = _schedule(knobs.emulator_schedule.get() if schedule is None else schedule)
+        desc.schedule, desc.seed = _schedule(self.name, knobs.emulator_schedule.get() if schedule is None else schedule)
         desc.ub_mode = _UB_MODES[knobs.emulator_ub.get()]
         seconds = knobs.emulator_timeout.get() if timeout is None else timeout
         desc.timeout_ms = 0 if seconds <= 0 else min(max(1, round(seconds * 1000)), 0xFFFFFFFF)
