@@ -115,12 +115,15 @@ def test_native_sources_compile_for_aarch64_linux(tmp_path):
 
 
 def test_kernel_flags_are_accepted_by_the_host_compiler_for_every_host_kind(tmp_path):
-    """x86-64 only flags (-fexcess-precision=16) used to break every kernel compile on AArch64 and Macs."""
+    """x86-64 only flags (-fexcess-precision=16) used to break every kernel compile on AArch64 and Macs.
+    The macOS check compiles the kernel translation unit (which needs only <stddef.h>/<stdint.h>, here
+    clang's own through -ffreestanding: no macOS SDK on this machine) with the Darwin flags."""
     cxx = _cross_ready()
     entry = _kernel_tu(tmp_path, KITCHEN_SINK, "sink")
-    for tgt, x86 in (("--target=x86_64-linux-gnu", True), (TARGET, False)):
-        flags = [f for f in toolchain.kernel_flags(x86_64=x86, darwin=False) if f != "-shared"]
-        _check([cxx, tgt, *flags, "-fsyntax-only", "-I", str(INC), str(entry)])
+    for tgt, x86, darwin, extra in (("--target=x86_64-linux-gnu", True, False, []), (TARGET, False, False, []),
+                                    ("--target=arm64-apple-macos14", False, True, ["-ffreestanding"])):
+        flags = [f for f in toolchain.kernel_flags(x86_64=x86, darwin=darwin) if f != "-shared"]
+        _check([cxx, tgt, *extra, *flags, "-fsyntax-only", "-I", str(INC), str(entry)])
 
 
 DRIVER = r"""
