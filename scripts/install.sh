@@ -20,7 +20,7 @@ if [ ! -f /usr/aarch64-linux-gnu/include/stdio.h ] || [ ! -d /usr/aarch64-linux-
     lld-22 qemu-user-static >/dev/null
 fi
 
-python -m pip install -q "torch==2.13.0" "triton==3.9.0" "numpy==2.4.6" "pytest==9.0.3" "pytest-xdist==3.8.0" "hypothesis==6.155.2"
+python -m pip install -q "torch==2.13.0" "triton==3.9.0" "numpy==2.4.6" "pytest==9.0.3" "pytest-xdist==3.8.0" "hypothesis==6.155.2" "nanobind==3.1.0"
 # test/integration runs these libraries unmodified; they need only torch and triton, hence --no-deps.
 python -m pip install -q --no-deps "liger-kernel==0.8.5"
 # flash-linear-attention's core, unmodified, for test/integration/test_fla.py (its only dependency is einops;

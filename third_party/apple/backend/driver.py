@@ -21,7 +21,7 @@ import json
 import os
 import platform
 import time
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Tuple, Union
 
 from triton.backends.compiler import GPUTarget
 from triton.backends.driver import DriverBase
@@ -237,7 +237,7 @@ class EmulatorFunction:
     """What `load_binary` returns on the emulator: the kernel's MSL, compiled by clang on first launch, where
     the launcher can map compiler errors back to Triton ops through the kernel's location map."""
 
-    def __init__(self, name: str, source: str):
+    def __init__(self, name: str, source: Union[str, bytes]):
         self.name = name
         self.source = source
         self._kernel = None
@@ -311,15 +311,19 @@ class AppleUtils:
     def load_binary(self, name: str, kernel: bytes, shared: int, device: int):
         """(module, function, n_regs, n_spills, max threads per threadgroup). n_regs is the upper bound of
         `registers_per_thread`; n_spills is 0 (Metal reports no spills)."""
-        source = kernel.decode() if isinstance(kernel, (bytes, bytearray)) else kernel
         fam = default_family()
         if self.mode == "metal":  # pragma: no cover - needs a Mac
             import torch
+            try:
+                source = kernel.decode() if isinstance(kernel, (bytes, bytearray)) else kernel
+            except UnicodeDecodeError as e:
+                raise KernelArgError(f"apple backend: the MSL of kernel '{name}' is not UTF-8 text (offset "
+                                     f"{e.start}); a damaged file in Triton's cache? Remove it and run again") from None
             lib = torch.mps.compile_shader(source)
             fn = getattr(lib, name)
             max_threads = int(getattr(fn, "max_threads_per_threadgroup", MAX_THREADS_PER_THREADGROUP))
             return lib, fn, registers_per_thread(max_threads, fam), 0, max_threads
-        fn = EmulatorFunction(name, source)
+        fn = EmulatorFunction(name, kernel)  # compile_msl checks the bytes and names the kernel if damaged
         return fn, fn, registers_per_thread(MAX_THREADS_PER_THREADGROUP, fam), 0, MAX_THREADS_PER_THREADGROUP
 
     def unload_module(self, module) -> None:
