@@ -406,7 +406,6 @@ def test_layer_norm_forward_backward(device):
     _check_layer_norm(device, 40, 1100, torch.float16)
 
 
-@pytest.mark.slow
 def test_layer_norm_forward_backward_tutorial_width(device):
     """N=8192 as in the tutorial's test (BLOCK 8192, 8 warps, 96 lock groups); fewer rows than its 1151."""
     _check_layer_norm(device, 64, 8192, torch.float16)
@@ -654,7 +653,6 @@ def test_attention_forward_autotuned_over_tutorial_configs(device, causal):
     _attention_case(device, 1, 2, 128, 64, causal, None, None, "fwd")
 
 
-@pytest.mark.slow
 @pytest.mark.xfail(strict=True, raises=OutOfResources,
                    reason="issue 8 item 7b: the tutorial's backward config (32/128/128/32, HEAD_DIM 64, 4 warps) "
                    "needs more than 32 KB of threadgroup memory on the apple backend")

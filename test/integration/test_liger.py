@@ -288,6 +288,10 @@ HOST_CUDA_ONLY = {
 }
 
 
+# Over ~10 s warm on the emulator: liger's DyT autotunes over its config list.
+SLOW = {("dyt", "fwd")}
+
+
 def params():
     out = []
     for name in CASES:
@@ -295,6 +299,8 @@ def params():
             if (name, p) in HOST_CUDA_ONLY:
                 continue
             marks = [pytest.mark.xfail(strict=True, reason=XFAIL[(name, p)])] if (name, p) in XFAIL else []
+            if (name, p) in SLOW:
+                marks.append(pytest.mark.slow)
             out.append(pytest.param(name, p, id=f"{name}-{p}", marks=marks))
     return out
 
