@@ -5,7 +5,8 @@ is done on Metal's 64-bit integers (`mulhi` gives the high half of 64x64-bit pro
 `double`, `long double`, `__int128`, pointers to functions, recursion or static locals, so it is valid MSL
 and runs unchanged on the emulator.
 
-Semantics (checked bit for bit against the host's doubles by test/lowering/test_soft_f64.py):
+Semantics (checked bit for bit against the host's doubles by test/lowering/test_soft_f64.py; a long fuzz of
+every core operation, 10^6 random cases each (fma 2*10^5) plus the edge-case grid, found no difference):
 - `+ - * /`, `tt_f64_fma`, `tt_f64_sqrt`, every conversion to a narrower float (float, half, bfloat) or
   from an integer: correctly rounded, round to nearest even, subnormals kept (no flush to zero), signed
   zeros as IEEE (x + -x == +0, -0 + -0 == -0).
@@ -21,10 +22,10 @@ Semantics (checked bit for bit against the host's doubles by test/lowering/test_
 - math functions (`SOFT_F64_MATH`): exp, exp2, log, log2, pow, sin, cos, tanh, erf, evaluated in double-double
   arithmetic on top of the exact operations above; faithful (< 1 ulp). Max error measured against an exact
   reference (Python `decimal` at 60 digits; sin/cos reduced with a 1400-bit pi) in units in the last place of
-  the exact value, 2*10^5 cases each (uniform over the whole range, around 1, tiny and huge magnitudes,
-  subnormal results, |x| up to 1e300 for sin/cos):
-      exp 0.579   exp2 0.585   log 0.500   log2 0.500   pow 0.593
-      sin 0.721   cos 0.701    tanh 0.669  erf @ERF@
+  the exact value, 2*10^5 cases each (1.75*10^5 for sin/cos; uniform over the whole range, around 1, tiny
+  and huge magnitudes, subnormal results, |x| up to 1e300 for sin/cos):
+      exp 0.536   exp2 0.542   log 0.500   log2 0.500   pow 0.541
+      sin 0.560   cos 0.555    tanh 0.576  erf 0.558
   (0.5 is correct rounding.) Special values follow C99 Annex F (pow's special cases, log(-x) = NaN,
   log(0) = -inf, sin(inf) = NaN, ...). sin/cos reduce their argument exactly for every finite double:
   Cody-Waite with pi/2 in four parts below 2^20, Payne-Hanek with 1216 bits of 2/pi above.
