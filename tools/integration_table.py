@@ -126,7 +126,7 @@ def op_table(results, *stems):
         cells, notes = [], []
         for p in ("fwd", "bwd"):
             if p not in passes:
-                cells.append("not run (host code)")
+                cells.append("not run: CUDA-only host code (see below)")
                 continue
             status, secs, msg = passes[p]
             cells.append(f"{MARK[status]} ({secs:.1f} s)")

@@ -92,7 +92,7 @@ def _fla_chunk_sgla(g, dev):
 
 # Backend gaps that stop an op (xfail(strict=True): they fail loudly once fixed and must be removed here).
 CHUNK_BWD_GAP = ("issue 8 item 7b: fla's chunk_bwd_kernel_dqkwg needs more than 32 KB of threadgroup memory on the "
-                 "apple backend (45-61 KB measured, ResourceLimitError)")
+                 "apple backend (ResourceLimitError; 33-61 KB measured, depending on the config and backend version)")
 FLA_XFAIL = {
     ("chunk_linear_attn", "bwd"): CHUNK_BWD_GAP,
     ("chunk_simple_gla", "bwd"): CHUNK_BWD_GAP,
