@@ -65,6 +65,8 @@ UPSTREAM_TUTORIALS = [
 HOST_CUDA = [
     ("liger-kernel 0.8.5", "liger_kernel/ops/dyt.py:130-136", "DyT backward sets NUM_SMS only for cuda / xpu / npu: "
      "UnboundLocalError on any other device. The forward runs; the backward is not tested.", "blocks dyt backward"),
+    ("liger-kernel 0.8.5", "liger_kernel/ops/mlp.py:652", "LigerMLPFunction asserts `input.is_cuda` (and of every "
+     "weight) before any kernel runs.", "blocks mlp (not tested)"),
     ("liger-kernel 0.8.5", "liger_kernel/ops/fused_linear_cross_entropy.py:36-45, 326-351",
      "`out=` matmul and fp32/low-precision grad-weight accumulation only on `cuda` with capability >= 8.",
      "no: portable fallback taken"),
@@ -78,9 +80,9 @@ HOST_CUDA = [
 
 # liger ops with no test here yet (no torch reference written, or distributed-only).
 NOT_COVERED = ("liger ops not covered yet: vocab_parallel_cross_entropy (needs torch.distributed), grpo_loss, "
-               "fused_moe, mhc, attn_res, tiled_mlp, mlp, fused_ce_tvd, fused_linear_kl_div, "
-               "fused_linear_scaled_cross_entropy, fused_neighborhood_attention, llama4_rope, qwen2vl_mrope, "
-               "modulated_rms_norm.")
+               "fused_moe, mhc, attn_res, tiled_mlp, fused_ce_tvd, "
+               "fused_linear_scaled_cross_entropy, fused_neighborhood_attention, llama4_rope, qwen2vl_mrope; "
+               "mlp asserts CUDA tensors (below).")
 
 
 def run_tests(junit, include_slow):

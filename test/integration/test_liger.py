@@ -60,6 +60,15 @@ def _rms_norm_gemma(g, dev):
             lambda x, w: rms(x, 1e-6) * (1.0 + w), [x, w])
 
 
+@case("modulated_rms_norm")
+def _modulated_rms_norm(g, dev):
+    x, w = randn(g, 2, 5, 64, device=dev), randn(g, 64, device=dev)
+    scale, shift = randn(g, 2, 1, 64, device=dev, scale=0.3), randn(g, 2, 1, 64, device=dev)
+    return (lambda x, w, sc, sh: _liger("modulated_rms_norm").LigerModulatedRMSNormFunction.apply(
+        x, w, sc, sh, 1e-6, 0.0, "llama", False),
+            lambda x, w, sc, sh: rms(x, 1e-6) * w * (1.0 + sc) + sh, [x, w, scale, shift])
+
+
 @case("layer_norm")
 def _layer_norm(g, dev):
     x, w, b = randn(g, 12, 130, device=dev), randn(g, 130, device=dev), randn(g, 130, device=dev)
@@ -221,6 +230,20 @@ def _fljsd(g, dev):
 
 
 CASES["fused_linear_jsd"]["grads"] = [0, 1]
+
+
+@case("fused_linear_kl_div", atol=1e-4, rtol=1e-4)
+def _flkl(g, dev):
+    x, w = randn(g, 8, 32, device=dev), randn(g, 120, 32, device=dev, scale=0.3)
+    t = torch.softmax(randn(g, 8, 120, device=dev), -1)
+
+    def ref(x, w, t):
+        return F.kl_div(torch.log_softmax(x @ w.T / 2.0, -1), t, reduction="batchmean")
+    return (lambda x, w, t: _liger("fused_linear_kl_div").LigerFusedLinearKLDivFunction.apply(
+        x, w, t, None, "batchmean", -100, 2.0), ref, [x, w, t])
+
+
+CASES["fused_linear_kl_div"]["grads"] = [0, 1]
 
 
 @case("kl_div")
