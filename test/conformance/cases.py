@@ -13,10 +13,10 @@ import triton
 import triton.language as tl
 
 INT_DTYPES = ["int8", "int16", "int32", "int64", "uint8", "uint32"]
-FLOAT_DTYPES = ["float16", "bfloat16", "float32"]
+FLOAT_DTYPES = ["float16", "bfloat16", "float32", "float64"]  # float64: software binary64
 ALL_DTYPES = INT_DTYPES + FLOAT_DTYPES
 TL = {"int8": tl.int8, "int16": tl.int16, "int32": tl.int32, "int64": tl.int64, "uint8": tl.uint8,
-      "uint32": tl.uint32, "float16": tl.float16, "bfloat16": tl.bfloat16, "float32": tl.float32,
+      "uint32": tl.uint32, "float16": tl.float16, "bfloat16": tl.bfloat16, "float32": tl.float32, "float64": tl.float64,
       "float64": tl.float64}
 N = 200  # not a multiple of the block: every kernel masks its tail
 
@@ -247,7 +247,8 @@ def _reduce_runner(op: str, dtype: str, device: str):
         }
         ref = refs[op]().to(x.dtype)
         got = out[:ref.numel()]
-        tol = 0 if not x.is_floating_point() else {"float32": 1e-5, "float16": 2e-2, "bfloat16": 1e-1}[dtype]
+        tol = 0 if not x.is_floating_point() else {"float64": 1e-12, "float32": 1e-5, "float16": 2e-2,
+                                                   "bfloat16": 1e-1}[dtype]
         torch.testing.assert_close(got.cpu().double(), ref.cpu().double(), rtol=tol, atol=tol * 10)
 
     return run
@@ -345,7 +346,4 @@ def all_cells(device: str):
             elif dt == "float16" and op != "add":  # Triton's frontend itself allows only atomic_add on fp16
                 refused, by = rf"atomic_{op} does not support fp16", "triton"
             cells.append(Cell("atomics", op, dt, _atomic_runner(op, dt, device), refused, by))
-    for dt in ["float64"]:
-        cells.append(Cell("arithmetic", "add", dt, _binary_runner("add", dt, device),
-                          "float64 tensors are not supported[:,] Metal has no double type"))
     return cells

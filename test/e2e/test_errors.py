@@ -48,22 +48,23 @@ def f64_kernel(x_ptr, out_ptr):
     tl.store(out_ptr, y.to(tl.float32))
 
 
-def test_float64_is_refused_with_value_and_line():
-    with pytest.raises(UnsupportedFeatureError) as info:
-        f64_kernel[(1, )](torch.zeros(1), torch.zeros(1))
-    msg = str(info.value)
-    assert "float64" in msg and "Metal has no double" in msg
-    assert "test_errors.py" in msg
+def test_float64_values_are_computed_in_software_with_a_warning(device):
+    x = torch.tensor([1.5], device=device)
+    out = torch.zeros(1, device=device)
+    with pytest.warns(UserWarning, match="computes float64 in software"):
+        f64_kernel[(1, )](x, out)
+    assert out.item() == 3.0
 
 
-def test_float64_argument_is_refused():
+def test_float64_scalar_argument_is_refused_naming_it():
 
     @triton.jit
-    def k(x_ptr):
-        tl.store(x_ptr, tl.load(x_ptr) + 1)
+    def k(x_ptr, s: tl.float64):
+        tl.store(x_ptr, tl.load(x_ptr) + s)
 
-    with pytest.raises(UnsupportedFeatureError, match="float64 tensors are not supported"):
-        k[(1, )](torch.zeros(4, dtype=torch.float64))
+    from triton.backends.apple.errors import KernelArgError
+    with pytest.raises(KernelArgError, match="argument 's' .*float64 scalar arguments are not supported"):
+        k[(1, )](torch.zeros(4, dtype=torch.float64), 2.0)
 
 
 def test_shared_memory_over_32kb_is_refused():
@@ -109,7 +110,7 @@ def test_float64_tensors_are_refused_even_with_demotion():
     def k(x_ptr):
         tl.store(x_ptr, tl.load(x_ptr) + 1)
 
-    with pytest.raises(UnsupportedFeatureError, match="float64 tensors are not supported"):
+    with pytest.raises(UnsupportedFeatureError, match="float64 tensors are not supported with allow_fp64_demotion"):
         k[(1, )](torch.zeros(4, dtype=torch.float64), allow_fp64_demotion=True)
 
 

@@ -32,8 +32,9 @@ class AppleOptions:
     # Metal's default math mode is fast (NaN/Inf undefined); Triton semantics need safe math.
     # `fast_math=True` is an explicit opt-in to Metal's fast mode.
     fast_math: bool = False
-    # Metal has no double. With this opt-in, float64 *values* inside a kernel (constants, casts, math) are
-    # computed in float32; float64 tensors in memory are still refused.
+    # Metal has no double: float64 is computed in software (IEEE binary64 on 64-bit integers, exact but
+    # slow). With this opt-in, float64 *values* inside a kernel (constants, casts, math) are computed in
+    # float32 instead, and float64 tensors are refused (float32 cannot read or write them).
     allow_fp64_demotion: bool = False
     enable_fp_fusion: bool = True
     launch_cooperative_grid: bool = False
@@ -151,7 +152,8 @@ class AppleBackend(BaseBackend):
 
     @staticmethod
     def make_ttir(mod, metadata, opt: AppleOptions):
-        _refuse_float64_arguments(mod.str())
+        if opt.allow_fp64_demotion:
+            _refuse_float64_arguments(mod.str())
         return _run_passes(mod, "make_ttir", [
             passes.common.add_inliner, passes.ttir.add_rewrite_tensor_descriptor_to_pointer,
             passes.common.add_canonicalizer, passes.ttir.add_combine, passes.ttir.add_reorder_broadcast,
@@ -184,6 +186,7 @@ class AppleBackend(BaseBackend):
         if knobs.dump_ir.get():
             print(f"// -----// apple IR after Apple passes //----- //\n{print_module(module)}", file=sys.stderr)
         kernel = lower_module(module, opt)
+        metadata["soft_f64"] = kernel.soft_f64
         metadata["name"] = kernel.name
         metadata["shared"] = kernel.shared_bytes
         metadata["kernel_signature"] = kernel.signature_json()
@@ -216,15 +219,17 @@ _F64_POINTER_ARG = re.compile(r"%([\w$.-]+): !tt\.ptr<f64>")
 
 
 def _refuse_float64_arguments(ttir: str) -> None:
-    """A float64 tensor argument, refused before anything else with the kernel's and the argument's names
-    (the names are the arguments' SSA names in the TTIR Triton's frontend prints)."""
+    """With allow_fp64_demotion (float64 values computed in float32), a float64 tensor argument cannot be read
+    or written: refused before anything else with the kernel's and the argument's names (the arguments' SSA
+    names in the TTIR Triton's frontend prints). Without the option float64 is software binary64."""
     head = _KERNEL_HEAD.search(ttir)
     if head is None:
         return
     for arg in _F64_POINTER_ARG.findall(head.group(2)):
         raise UnsupportedFeatureError(
             f"apple backend: kernel '{head.group(1)}' argument '{arg}' is a float64 tensor: float64 tensors are "
-            f"not supported, Metal has no double type. Pass `{arg}` as a float32 tensor (x.to(torch.float32))")
+            f"not supported with allow_fp64_demotion=True, which computes float64 in float32. Pass `{arg}` as a "
+            "float32 tensor, or drop the option to compute in software float64")
 
 
 _VENDOR_MMA = re.compile(r"#ttg\.(nvidia_mma|amd_mfma|amd_wmma)<[^>]*>")

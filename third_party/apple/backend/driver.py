@@ -21,6 +21,7 @@ import json
 import os
 import platform
 import time
+import warnings
 from typing import Any, List, Optional, Sequence, Tuple, Union
 
 from triton.backends.compiler import GPUTarget
@@ -134,6 +135,10 @@ def _check_scalar(kernel: str, p: dict, value: Any) -> Any:
     """A scalar launch argument, checked against the MSL type of its parameter."""
     where = f"apple backend: kernel '{kernel}' argument '{p['name']}' ({p['triton_type']})"
     msl = p["msl_type"]
+    if msl == "tt_double":
+        raise KernelArgError(f"{where}: float64 scalar arguments are not supported (the kernel computes float64 "
+                             "in software, but scalars are passed as 32-bit values); pass a float32 or a "
+                             "one-element float64 tensor")
     if msl in _FLOAT_MAX:
         if not isinstance(value, (int, float)):
             raise KernelArgError(f"{where} expects a float, got {type(value).__name__}")
@@ -159,9 +164,6 @@ def _tensor_argument(kernel: str, p: dict, value: Any) -> Any:
         value = value.base
     if value is None or not hasattr(value, "data_ptr"):
         raise KernelArgError(f"{where} expects a tensor, got {type(value).__name__}")
-    if str(getattr(value, "dtype", "")) == "torch.float64":
-        raise KernelArgError(f"{where} is a float64 tensor; Metal has no double type. Pass "
-                             "x.to(torch.float32)")
     return value
 
 
@@ -333,6 +335,14 @@ class AppleUtils:
         return device_properties(self.mode, default_family())
 
 
+@functools.lru_cache(None)
+def _warn_soft_f64(kernel: str) -> None:
+    """Once per kernel and process, when its launcher is made (compiled now or found in Triton's cache)."""
+    warnings.warn(f"apple backend: kernel '{kernel}' computes float64 in software (IEEE binary64 on 64-bit "
+                  "integers; Metal has no double): correct, but slow. allow_fp64_demotion=True computes float64 "
+                  "values in float32 instead", UserWarning, stacklevel=3)
+
+
 class AppleLauncher:
     """Binds Triton's launch arguments to the kernel's buffer slots and dispatches one grid."""
 
@@ -350,6 +360,8 @@ class AppleLauncher:
         self.mode = "emulator" if device_mode() != "metal" else "metal"
         self.locations = MslLocations(json.loads(getattr(metadata, "msl_locations", "[]") or "[]"))
         self.debug_formats = json.loads(getattr(metadata, "debug_formats", "[]") or "[]")
+        if getattr(metadata, "soft_f64", False):
+            _warn_soft_f64(self.name)
         self.has_debug = any(p["kind"] == "debug" for p in params)
 
     def bind(self, args: Sequence[Any]) -> List[Any]:

@@ -91,6 +91,8 @@ _TABLE = (
     Scalar("f16", "half", 2, "float16", is_float=True),
     Scalar("bf16", "bfloat", 2, "bfloat16", is_float=True),
     Scalar("f32", "float", 4, "float32", is_float=True),
+    # float64: software IEEE binary64 (lowering/soft_f64.py); Metal has no double
+    Scalar("f64", "tt_double", 8, "float64", is_float=True),
     Scalar("f8E4M3FN", "uchar", 1, "uint8", is_float=True),
     Scalar("f8E5M2", "uchar", 1, "uint8", is_float=True),
 )
@@ -108,12 +110,12 @@ SIGNATURE_TO_IR: Dict[str, str] = {
 MSL_TO_TORCH: Dict[str, str] = {
     "bool": "bool", "char": "int8", "short": "int16", "int": "int32", "long": "int64", "uchar": "uint8",
     "ushort": "uint16", "uint": "uint32", "ulong": "uint64", "half": "float16", "bfloat": "bfloat16",
-    "float": "float32"
+    "float": "float32", "tt_double": "float64"
 }
 
 
 def scalar(ir_name: str) -> Optional[Scalar]:
-    """The table row of an IR element type, or None (float64 and other types Metal lacks)."""
+    """The table row of an IR element type, or None (types Metal lacks)."""
     return SCALARS.get(ir_name)
 
 

@@ -96,11 +96,11 @@ def _emit_per_owned_element(em: FunctionEmitter, op: Op, body) -> List[Lowered]:
         buf = em.scratch(op, [(out.ctype, numel * elem_bytes(elem_type(res)))], "atomic_smem")[0]
         strides = row_major_strides(ty.shape) if tensor else []
         with em.owned_regs(lay) as r:
-            em.emit(f"{buf}[{index_expr(em, lay, r, strides) if tensor else '0'}] = {out.at(r)};")
+            em.emit(em.tg_store(buf, index_expr(em, lay, r, strides) if tensor else "0", out.at(r), out.ctype))
         em.barrier()
         with em.for_regs(R) as r:
             idx = index_expr(em, lay, r, strides) if tensor else "0"
-            em.emit(f"{out.at(r)} = {buf}[{idx}];")
+            em.emit(f"{out.at(r)} = {em.tg_load(buf, idx, out.ctype)};")
     return out
 
 

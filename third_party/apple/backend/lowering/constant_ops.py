@@ -7,6 +7,7 @@ import struct
 
 from ..ir import Op
 from ..target import SCALARS
+from . import soft_f64
 from .emitter import FunctionEmitter, Lowered, elem_type
 from .registry import OpFamily
 
@@ -51,7 +52,7 @@ def float_literal(value: float, name: str) -> str:
     return lit
 
 
-def scalar_literal(text: str, ty) -> str:
+def scalar_literal(text: str, ty, demote_f64: bool = False) -> str:
     name = ty.name
     text = text.strip()
     if name == "i1":
@@ -66,9 +67,10 @@ def scalar_literal(text: str, ty) -> str:
         if name == "i32" and v == -(1 << 31):
             return "int(-2147483647 - 1)"
         return str(v) if name == "i32" else f"{ct}({v})"
-    if text.startswith("0x"):
-        return float_literal(_float_bits_to_value(int(text, 16), name), name)
-    return float_literal(float(text), name)
+    value = _float_bits_to_value(int(text, 16), name) if text.startswith("0x") else float(text)
+    if name == "f64" and not demote_f64:
+        return soft_f64.constant(value)
+    return float_literal(value, name)
 
 
 @FAMILY.lowers("arith.constant")
@@ -76,18 +78,14 @@ def _constant(em: FunctionEmitter, op: Op) -> None:
     res = op.result
     value = str(op.attrs["value"]).strip()
     ty = elem_type(res)
-    if ty.name == "f64" and not em.ctx.demote_f64:
-        # Hoisted constants have no source location; the op that uses this one reports float64.
-        em.bind(res, Lowered("<float64 constant>", "double"))
-        return
     ct = em.ctype(ty)
     if value.startswith("dense<"):
         inner = value[len("dense<"):-1].strip()
         if inner.startswith("["):
             raise em.unsupported("non-splat dense tensor constants are not supported by the apple backend yet")
-        lit = scalar_literal(inner.strip('"'), ty)
+        lit = scalar_literal(inner.strip('"'), ty, em.ctx.demote_f64)
     else:
-        lit = scalar_literal(value, ty)
+        lit = scalar_literal(value, ty, em.ctx.demote_f64)
     name = em.fresh(res.name)
     em.emit(f"const {ct} {name} = {lit};")
     em.scalar_or_splat(res, name, ct)

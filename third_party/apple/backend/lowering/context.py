@@ -12,8 +12,11 @@ from ..ir.core import Location
 from ..ir.types import ScalarType
 from ..layouts import LayoutService
 from ..target import MAX_THREADGROUP_MEMORY, SIMD_WIDTH
+from . import soft_f64
 from .msl_helpers import helper_text, shuffle_helper
 from .registry import Lowering
+
+F64 = ScalarType("f64")
 
 # What every MSL function of a kernel can see: the kernel's builtin inputs (passed on to `noinline` callees,
 # which receive them as parameters) and the debug buffer of kernels that print or assert.
@@ -56,9 +59,12 @@ class KernelContext:
     # -- generated MSL functions -----------------------------------------------------------------
 
     def require(self, name: str) -> str:
-        """Ask for library helper `name` (see msl_helpers) in the module's MSL; returns the name to call."""
+        """Ask for library helper `name` (see msl_helpers; the software float64 texts of soft_f64 bring the
+        ones they need first) in the module's MSL; returns the name to call."""
+        for dep in soft_f64.REQUIRES.get(name, ()):
+            self.require(dep)
         if name not in self.helpers:
-            self.helpers[name] = helper_text(name)
+            self.helpers[name] = soft_f64.HELPERS[name] if name in soft_f64.HELPERS else helper_text(name)
         return name
 
     def require_shuffle(self, metal_fn: str, ctype: str) -> str:
@@ -159,15 +165,12 @@ class KernelContext:
         return InternalCompilerError(self._message(f"internal error: {msg} (please report this)", op, None))
 
     def check_f64(self, op: Op) -> None:
-        """Refuse float64 at the first op with a location that touches it (hoisted constants have none)."""
-        if op.name in ("arith.constant", "ub.poison") or self.demote_f64:
+        """float64 values are computed in software (`tt_double`, lowering/soft_f64.py) unless the kernel opted
+        into demotion to float32: the first op that touches one brings in the software type."""
+        if self.demote_f64 or "tt_f64_core" in self.helpers:
             return
-        for v in list(op.results) + list(op.operands):
-            if v.type.scalar == ScalarType("f64"):
-                raise self.unsupported(
-                    f"value %{v.name} has type {v.type}: float64 is not supported, Metal has no double type; cast "
-                    "to float32 in the kernel, or pass allow_fp64_demotion=True to compute float64 values in "
-                    "float32", op)
+        if any(v.type.scalar == F64 for v in list(op.results) + list(op.operands)):
+            self.require("tt_f64_core")
 
 
 def _buffer_live_ranges(module: Module) -> List[Tuple[int, int]]:

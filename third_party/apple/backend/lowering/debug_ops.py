@@ -23,6 +23,8 @@ FAMILY = OpFamily("debug")
 def _value_words(em: FunctionEmitter, ty, expr: str) -> List[str]:
     """Two 32-bit words holding `expr`: float values as float bits (+0), integers sign/zero-extended."""
     name = ty.name
+    if name == "f64":  # software float64: its bits
+        return [f"uint({expr}.bits)", f"uint({expr}.bits >> 32)"]
     if name in ("f16", "bf16", "f32"):
         return [f"as_type<uint>(float({expr}))", "0u"]
     if name == "i1":

@@ -143,7 +143,8 @@ def _dot_fma(em: FunctionEmitter, op: Op) -> None:
     acc_t = elem_type(op.result)
     out = em.declare(op.result)
     integer = acc_t.is_int
-    work = "int" if integer else "float"
+    soft_f64 = out.ctype == "tt_double"  # float64 in software: fused multiply-adds in binary64
+    work = "int" if integer else "tt_double" if soft_f64 else "float"
     with em.for_regs(out.regs) as r:
         ra = linear_expr(r, a_map) if out.regs > 1 else "0"
         rb = linear_expr(r, b_map) if out.regs > 1 else "0"
@@ -155,6 +156,8 @@ def _dot_fma(em: FunctionEmitter, op: Op) -> None:
         ib = f"({rb}) ^ ({linear_expr(k, b_k)})" if K > 1 else rb
         if integer:
             em.emit(f"{acc} = {acc} + int({a.at(ia)}) * int({b.at(ib)});")
+        elif soft_f64:
+            em.emit(f"{acc} = tt_f64_fma({a.at(ia)}, {b.at(ib)}, {acc});")
         elif acc_t.name == "f32":
             em.emit(f"{acc} = fma(float({a.at(ia)}), float({b.at(ib)}), {acc});")
         else:  # f16 / bf16 accumulators round after every step
@@ -166,4 +169,4 @@ def _dot_fma(em: FunctionEmitter, op: Op) -> None:
 @FAMILY.lowers("tt.dot_scaled")
 def _dot_scaled(em: FunctionEmitter, op: Op) -> None:
     raise em.unsupported("tl.dot_scaled is not supported: Apple GPUs have no block-scaled (microscaling) matrix "
-                   "instructions. Dequantize the operands (e.g. to float16) and use tl.dot")
+                         "instructions. Dequantize the operands (e.g. to float16) and use tl.dot")

@@ -12,6 +12,7 @@ from typing import Callable, List
 from ..ir import Op
 from ..ir.types import PointerType
 from .emitter import FunctionEmitter, elem_type, is_tensor
+from . import soft_f64
 from .msl_helpers import metal_math
 from .msl_types import unsigned_type
 from .registry import OpFamily
@@ -399,3 +400,73 @@ def _int_func(em: FunctionEmitter, op: Op) -> None:
     ty = elem_type(op.result)
     ct, ut = em.ctype(ty), unsigned_type(ty)
     elementwise(em, op, lambda a: _INT_FUNCS[op.name].format(*a, ct=ct, ut=ut))
+
+
+# -- float64 ---------------------------------------------------------------------------------------------
+# Unless the kernel opts into allow_fp64_demotion, float64 values are `tt_double`, IEEE binary64 in software
+# (soft_f64.py): every elementwise op that touches one lowers through soft_f64's tables instead.
+
+_INT_CAST_OPS = ("arith.sitofp", "arith.uitofp", "arith.fptosi", "arith.fptoui")
+
+
+def _lower_f64(em: FunctionEmitter, op: Op) -> None:
+    res_ty, src_ty = elem_type(op.result), elem_type(op.operands[0])
+    if op.name in soft_f64.OPS:
+        tmpl, helper = soft_f64.OPS[op.name]
+        if helper:
+            em.ctx.require(helper)
+        elementwise(em, op, lambda a: tmpl.format(*a))
+    elif op.name == "arith.cmpf":
+        tmpl = soft_f64.CMPF[op.attrs["predicate"]]
+        elementwise(em, op, lambda a: tmpl.format(*a))
+    elif op.name == "arith.select":
+        elementwise(em, op, lambda a: f"({a[0]} ? {a[1]} : {a[2]})")
+    elif op.name == "tt.clampf":
+        lo_hi = ("tt_f64_minimum", "tt_f64_maximum") if op.attrs.get("propagateNan", "none") == "all" else \
+            ("tt_f64_minnum", "tt_f64_maxnum")
+        elementwise(em, op, lambda a: f"{lo_hi[0]}({lo_hi[1]}({a[0]}, {a[1]}), {a[2]})")
+    elif op.name in ("arith.bitcast", "tt.bitcast") and res_ty.name == "f64":
+        elementwise(em, op, lambda a: f"tt_f64_from_bits(as_type<ulong>({a[0]}))")
+    elif op.name in ("arith.bitcast", "tt.bitcast"):
+        elementwise(em, op, lambda a: f"as_type<{em.ctype(res_ty)}>({a[0]}.bits)")
+    elif res_ty.name == "f64" and (op.name in _INT_CAST_OPS or op.name in ("arith.extf", "tt.fp_to_fp")):
+        if src_ty.name == "i1":  # Triton: sitofp(true) is -1, uitofp(true) is 1
+            neg = op.name == "arith.sitofp"
+            elementwise(em, op, lambda a: f"tt_f64_from_i32({a[0]} ? {-1 if neg else 1} : 0)")
+            return
+        src_ct = unsigned_type(src_ty) if op.name == "arith.uitofp" else em.ctype(src_ty)
+        if src_ct == "bfloat":
+            em.ctx.require("tt_f64_bfloat")
+        tmpl = soft_f64.CASTS_TO_F64[src_ct]
+        elementwise(em, op, lambda a: tmpl.format(f"{src_ct}({a[0]})"))
+    elif src_ty.name == "f64" and (op.name in _INT_CAST_OPS or op.name in ("arith.truncf", "tt.fp_to_fp")):
+        dst_ct = em.ctype(res_ty) if res_ty.name != "i1" else "bool"
+        if op.name == "arith.fptoui" and res_ty.name != "i1":
+            dst_ct = unsigned_type(res_ty)
+        if dst_ct == "bfloat":
+            em.ctx.require("tt_f64_bfloat")
+        if dst_ct not in soft_f64.CASTS_FROM_F64:
+            raise em.unsupported(f"{op.name} from float64 to {res_ty} is not supported")
+        tmpl = soft_f64.CASTS_FROM_F64[dst_ct]
+        elementwise(em, op, lambda a: f"{em.ctype(res_ty)}({tmpl.format(a[0])})")
+    else:
+        raise em.unsupported(f"{op.name} on float64 is not supported by the apple backend's software float64")
+
+
+def _touches_f64(op: Op) -> bool:
+    return any(elem_type(v).name == "f64" for v in list(op.operands) + list(op.results))
+
+
+def _or_soft_f64(lower):
+
+    def lower_or_soft_f64(em: FunctionEmitter, op: Op) -> None:
+        if not em.ctx.demote_f64 and _touches_f64(op):
+            _lower_f64(em, op)
+        else:
+            lower(em, op)
+
+    return lower_or_soft_f64
+
+
+for _name in list(FAMILY.lowerings):
+    FAMILY.lowerings[_name] = _or_soft_f64(FAMILY.lowerings[_name])

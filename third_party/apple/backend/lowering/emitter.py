@@ -75,6 +75,11 @@ def _identifier(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_]", "_", text) or "v"
 
 
+# Types held in threadgroup memory as their bits: the software float64 struct (soft_f64.py) cannot be
+# assigned across address spaces.
+_STORED_AS = {"tt_double": "ulong"}
+
+
 # Names the emitter generates for its own temporaries and loop counters start with this prefix, which
 # user-derived names never get (see `fresh`), so the two can never collide.
 _TEMP_PREFIX = "t_"
@@ -203,9 +208,20 @@ class FunctionEmitter:
         """Declare a pointer `name` to elements of MSL type `ctype` at byte `offset` of the kernel's threadgroup
         memory (a pointer element type, `device T*`, is spelled `device T* threadgroup*`)."""
         name = self.temp(hint)
+        ctype = _STORED_AS.get(ctype, ctype)
         ptr = f"{ctype} threadgroup*" if ctype.endswith("*") else f"threadgroup {ctype}*"
         self.emit(f"{ptr} {name} = ({ptr})(tt_smem + {offset});")
         return name
+
+    @staticmethod
+    def tg_store(view: str, index: str, value: str, ctype: str) -> str:
+        """The statement writing `value` (of MSL type `ctype`) at `view[index]` of a `tg_view`."""
+        return f"{view}[{index}] = {value}.bits;" if ctype in _STORED_AS else f"{view}[{index}] = {value};"
+
+    @staticmethod
+    def tg_load(view: str, index: str, ctype: str) -> str:
+        """The expression reading the `ctype` value at `view[index]` of a `tg_view`."""
+        return f"tt_f64_from_bits({view}[{index}])" if ctype in _STORED_AS else f"{view}[{index}]"
 
     def scratch(self, op: Op, parts: Sequence[Tuple[str, int]], hint: str) -> List[str]:
         """Scratch space for `op`: one `threadgroup T*` view per `(T, bytes)` part, each 16-byte aligned,

@@ -10,6 +10,7 @@ from __future__ import annotations
 from ..ir import Op
 from .elementwise_ops import elementwise
 from .emitter import FunctionEmitter, elem_type
+from . import soft_f64
 from .msl_helpers import METAL_MATH, metal_math
 from .registry import OpFamily
 
@@ -38,6 +39,9 @@ def _extern(em: FunctionEmitter, op: Op) -> None:
     name = symbol[len("apple."):]
     res_ty = elem_type(op.result)
     ct = em.ctype(res_ty)
+    if ct == "tt_double":  # software float64: the functions soft_f64 provides
+        _extern_f64(em, op, name)
+        return
     if name in _IMPRECISE:
         raise em.unsupported(f"libdevice.{name} is not supported by the apple backend yet (Metal has no "
                              "accurate equivalent)")
@@ -75,3 +79,23 @@ def _extern(em: FunctionEmitter, op: Op) -> None:
         elementwise(em, op, lambda a: f"{ct}(precise::pown(float({a[0]}), int({a[1]})))")
         return
     raise em.unsupported(f"libdevice.{name} is not supported by the apple backend yet")
+
+
+# libdevice name -> the math op of soft_f64.OPS computing it on software float64
+_F64_FUNCTIONS = {"exp": "math.exp", "exp2": "math.exp2", "log": "math.log", "log2": "math.log2", "sin": "math.sin",
+                  "cos": "math.cos", "tanh": "math.tanh", "erf": "math.erf", "pow": "math.powf", "sqrt": "math.sqrt",
+                  "sqrt_rn": "math.sqrt", "fabs": "math.absf", "floor": "math.floor", "ceil": "math.ceil",
+                  "trunc": "math.trunc", "round": "math.round", "rint": "math.roundeven", "fma": "math.fma",
+                  "fma_rn": "math.fma", "fmod": "arith.remf", "copysign": "math.copysign", "fmin": "arith.minnumf",
+                  "fmax": "arith.maxnumf", "div_rn": "arith.divf", "add_rn": "arith.addf", "sub_rn": "arith.subf",
+                  "mul_rn": "arith.mulf"}
+
+
+def _extern_f64(em: FunctionEmitter, op: Op, name: str) -> None:
+    if name not in _F64_FUNCTIONS:
+        raise em.unsupported(f"libdevice.{name} on float64 is not supported by the apple backend's software "
+                             "float64 (it has " + ", ".join(sorted(_F64_FUNCTIONS)) + ")")
+    tmpl, helper = soft_f64.OPS[_F64_FUNCTIONS[name]]
+    if helper:
+        em.ctx.require(helper)
+    elementwise(em, op, lambda a: tmpl.format(*a))

@@ -28,4 +28,4 @@ def _gather(em: FunctionEmitter, op: Op) -> None:
     strides[axis] = 0
     with em.for_regs(out.regs) as r:
         other = index_expr(em, out.layout, r, strides)
-        em.emit(f"{out.at(r)} = {buf}[{other} + int({idx.at(r)}) * {src_strides[axis]}];")
+        em.emit(f"{out.at(r)} = {em.tg_load(buf, f'{other} + int({idx.at(r)}) * {src_strides[axis]}', out.ctype)};")

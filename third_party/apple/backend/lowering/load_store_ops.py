@@ -50,11 +50,14 @@ def _load(em: FunctionEmitter, op: Op) -> None:
         _vector_load(em, op, width, ct)
         return
 
+    soft_f64 = ct == "tt_double"  # software float64 is stored as its bits (a ulong)
+
     def make(a):
+        value = f"tt_f64_from_bits(*{a[0]})" if soft_f64 else f"*{a[0]}"
         if mask is None:
-            return f"*{a[0]}"
+            return value
         fallback = a[2] if other is not None else default
-        return f"{a[1]} ? *{a[0]} : {fallback}"
+        return f"{a[1]} ? {value} : {fallback}"
 
     elementwise(em, op, make)
 
@@ -98,15 +101,12 @@ def _store(em: FunctionEmitter, op: Op) -> None:
     val = em.get(op.operands[1])
     mask = em.get(op.operands[2]) if len(op.operands) > 2 else None
     masked = (lambda r: mask.at(r)) if mask is not None else None
-    if not is_tensor(op.operands[0]):
-        with em.owned_regs(None, masked) as r:
-            em.emit(f"*{ptr.at(r)} = {val.at(r)};")
-        return
-    lay = em.layout(op.operands[0].type)
-    width = access_width(em, op, 2)
+    bits = ".bits" if val.ctype == "tt_double" else ""  # software float64 is stored as its bits
+    lay = em.layout(op.operands[0].type) if is_tensor(op.operands[0]) else None
+    width = access_width(em, op, 2) if lay is not None else 1
     if width == 1:
         with em.owned_regs(lay, masked) as r:
-            em.emit(f"*{ptr.at(r)} = {val.at(r)};")
+            em.emit(f"*{ptr.at(r)} = {val.at(r)}{bits};")
         return
     # runs of `width` registers: the run's first register carries the ownership and the mask
     own = em.owner_predicate(lay)

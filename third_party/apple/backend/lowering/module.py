@@ -73,6 +73,7 @@ class LoweredKernel:
     # (MSL line, op name, source location) for the first line of code of every located op, in line order
     locations: List[Tuple[int, str, str]] = field(default_factory=list)
     debug_formats: List[dict] = field(default_factory=list)  # tt.print / tt.assert record formats
+    soft_f64: bool = False  # computes float64 in software (lowering/soft_f64.py)
 
     def signature_json(self) -> str:
         return json.dumps([p.__dict__ for p in self.slots])
@@ -175,4 +176,5 @@ def lower_module(module: Module, options) -> LoweredKernel:
     head = f"kernel void {kernel_name}(\n    " + ",\n    ".join(param_text) + ")"
     lines.extend(head.splitlines()[:-1])
     add_function(head.splitlines()[-1], em, [f"    TT_THREADGROUP_BUFFER(tt_smem, {shared});"] if shared else [])
-    return LoweredKernel(kernel_name, "\n".join(lines).rstrip() + "\n", shared, slots, locations, ctx.debug_formats)
+    return LoweredKernel(kernel_name, "\n".join(lines).rstrip() + "\n", shared, slots, locations, ctx.debug_formats,
+                         "tt_f64_core" in ctx.helpers)

@@ -319,6 +319,9 @@ def shuffle_helper(metal_fn: str, ctype: str) -> tuple:
     elif ctype in ("long", "ulong"):
         body = (f"    uint2 parts = as_type<uint2>(v);\n    parts.x = {metal_fn}(parts.x, m);\n"
                 f"    parts.y = {metal_fn}(parts.y, m);\n    return as_type<{ctype}>(parts);\n")
+    elif ctype == "tt_double":  # software float64 (soft_f64.py) moves as its 64 bits
+        body = (f"    uint2 parts = as_type<uint2>(v.bits);\n    parts.x = {metal_fn}(parts.x, m);\n"
+                f"    parts.y = {metal_fn}(parts.y, m);\n    return tt_f64_from_bits(as_type<ulong>(parts));\n")
     elif ctype.endswith("*"):  # a device pointer moves as its 64-bit address
         body = (f"    uint2 parts = as_type<uint2>(reinterpret_cast<ulong>(v));\n    parts.x = {metal_fn}(parts.x, m);\n"
                 f"    parts.y = {metal_fn}(parts.y, m);\n    return reinterpret_cast<{ctype}>(as_type<ulong>(parts));\n")

@@ -32,22 +32,21 @@ def msl_function_name(name: str) -> str:
 
 
 def msl_type(ty: Type, demote_f64: bool = False) -> str:
-    """The MSL spelling of a scalar or pointer type (for tensors: of their element). Raises
-    UnsupportedFeatureError for types Metal lacks."""
+    """The MSL spelling of a scalar or pointer type (for tensors: of their element); float64 is the software
+    `tt_double` (float with `demote_f64`). Raises UnsupportedFeatureError for types Metal lacks."""
     if isinstance(ty, TensorType):
         ty = ty.element
     if isinstance(ty, PointerType):
-        if ty.pointee == ScalarType("f64"):
-            raise UnsupportedFeatureError("float64 tensors are not supported: Metal has no double type. Convert "
-                                          "the tensor to float32 on the host")
+        if ty.pointee == ScalarType("f64") and demote_f64:
+            raise UnsupportedFeatureError("float64 tensors are not supported with allow_fp64_demotion=True (it "
+                                          "computes float64 values in float32, which cannot read or write float64 "
+                                          "memory); drop the option to use software float64")
+        if ty.pointee == ScalarType("f64"):  # software float64 lives in memory as its bits
+            return "device ulong*"
         return f"device {msl_type(ty.pointee)}*"
     if isinstance(ty, ScalarType):
         if ty.name == "f64" and demote_f64:
             return "float"
-        if ty.name == "f64":
-            raise UnsupportedFeatureError(
-                "float64 is not supported: Metal has no double type. Cast to float32 in the kernel "
-                "(e.g. `x.to(tl.float32)`) before this point")
         row = SCALARS.get(ty.name)
         if row is not None:
             return row.msl

@@ -137,17 +137,17 @@ def _reduce(em: FunctionEmitter, op: Op) -> None:
         with em.for_regs(K, "k") as k:
             base = linear_expr(k, [1 << b for b in keep_regs]) if K > 1 else "0"
             idx = index_expr(em, lay, f"({base})", strides)
-            for a, b in zip(accs, bufs):
-                em.emit(f"{b}[{slot} * {out_numel} + {idx}] = {a}[{k}];")
+            for a, b, ct in zip(accs, bufs, ctypes):
+                em.emit(em.tg_store(b, f"{slot} * {out_numel} + {idx}", f"{a}[{k}]", ct))
         em.barrier()
         with em.for_regs(K, "k") as k:
             base = linear_expr(k, [1 << b for b in keep_regs]) if K > 1 else "0"
             idx = index_expr(em, lay, f"({base})", strides)
-            for a, b in zip(accs, bufs):
-                em.emit(f"{a}[{k}] = {b}[{idx}];")
+            for a, b, ct in zip(accs, bufs, ctypes):
+                em.emit(f"{a}[{k}] = {em.tg_load(b, idx, ct)};")
             w = em.loop_var("w")
             em.open(f"for (uint {w} = 1; {w} < {W}; ++{w})")
-            em.emit(call(k, [f"{b}[{w} * {out_numel} + {idx}]" for b in bufs]))
+            em.emit(call(k, [em.tg_load(b, f"{w} * {out_numel} + {idx}", ct) for b, ct in zip(bufs, ctypes)]))
             em.close()
     # 4. results
     for i, res in enumerate(op.results):

@@ -112,7 +112,7 @@ def _scan_through_smem(em, op, ty, lay, axis, reverse, combine, ctypes, outs) ->
         pos = em.coord_expr(lay, axis, r)
         em.emit(f"{pos_name}[{r}] = {length - 1} - ({pos});" if reverse else f"{pos_name}[{r}] = {pos};")
         for b, o in zip(bufs, outs):
-            em.emit(f"{b}[{idx_name}[{r}]] = {o.at(r)};")
+            em.emit(em.tg_store(b, f"{idx_name}[{r}]", o.at(r), o.ctype))
     em.barrier()
     step = strides[axis]
     d = em.loop_var("d")
@@ -125,8 +125,8 @@ def _scan_through_smem(em, op, ty, lay, axis, reverse, combine, ctypes, outs) ->
     with em.for_regs(R) as r:
         em.open(f"if ({pos_name}[{r}] >= {d})")
         neighbour = f"{idx_name}[{r}] + {d} * {step}" if reverse else f"{idx_name}[{r}] - {d} * {step}"
-        for p, b in zip(prevs, bufs):
-            em.emit(f"{p}[{r}] = {b}[{neighbour}];")
+        for p, b, ct in zip(prevs, bufs, ctypes):
+            em.emit(f"{p}[{r}] = {em.tg_load(b, neighbour, ct)};")
         em.close()
     em.barrier()
     with em.for_regs(R) as r:
@@ -134,7 +134,7 @@ def _scan_through_smem(em, op, ty, lay, axis, reverse, combine, ctypes, outs) ->
         _combine_into(em, combine, ctypes, [f"{p}[{r}]" for p in prevs], [o.at(r) for o in outs],
                       [o.at(r) for o in outs])
         for b, o in zip(bufs, outs):
-            em.emit(f"{b}[{idx_name}[{r}]] = {o.at(r)};")
+            em.emit(em.tg_store(b, f"{idx_name}[{r}]", o.at(r), o.ctype))
         em.close()
     em.barrier()
     em.close()

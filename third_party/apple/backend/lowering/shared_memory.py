@@ -33,10 +33,10 @@ def index_expr(em: FunctionEmitter, lay: LinearLayout, reg: str, strides: Sequen
 def store_registers(em: FunctionEmitter, src: Lowered, buf: str, strides: Sequence[int]) -> None:
     """Every element of `src` written once to `buf` at its row-major index."""
     with em.owned_regs(src.layout) as r:
-        em.emit(f"{buf}[{index_expr(em, src.layout, r, strides)}] = {src.at(r)};")
+        em.emit(em.tg_store(buf, index_expr(em, src.layout, r, strides), src.at(r), src.ctype))
 
 
 def load_registers(em: FunctionEmitter, out: Lowered, buf: str, strides: Sequence[int]) -> None:
     """Every register of `out` read from `buf` at its element's row-major index."""
     with em.for_regs(out.regs) as r:
-        em.emit(f"{out.at(r)} = {buf}[{index_expr(em, out.layout, r, strides)}];")
+        em.emit(f"{out.at(r)} = {em.tg_load(buf, index_expr(em, out.layout, r, strides), out.ctype)};")
