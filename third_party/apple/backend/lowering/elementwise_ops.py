@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Callable, List
 
 from ..ir import Op
-from ..ir.types import PointerType
+from ..ir.types import PointerType, ScalarType
 from .emitter import FunctionEmitter, elem_type, is_tensor
 from . import soft_f64
 from .msl_helpers import metal_math
@@ -406,6 +406,7 @@ def _int_func(em: FunctionEmitter, op: Op) -> None:
 # Unless the kernel opts into allow_fp64_demotion, float64 values are `tt_double`, IEEE binary64 in software
 # (soft_f64.py): every elementwise op that touches one lowers through soft_f64's tables instead.
 
+F64 = ScalarType("f64")
 _INT_CAST_OPS = ("arith.sitofp", "arith.uitofp", "arith.fptosi", "arith.fptoui")
 
 
@@ -454,7 +455,7 @@ def _lower_f64(em: FunctionEmitter, op: Op) -> None:
 
 
 def _touches_f64(op: Op) -> bool:
-    return any(elem_type(v).name == "f64" for v in list(op.operands) + list(op.results))
+    return any(elem_type(v) == F64 for v in list(op.operands) + list(op.results))
 
 
 def _or_soft_f64(lower):
