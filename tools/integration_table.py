@@ -41,8 +41,12 @@ UPSTREAM_TUTORIALS = [
      "round differently at |x| > 32, neither is wrong). The fp8 part is CUDA-only. Autotuning 16 configs at 512 takes "
      "about 4 minutes on the emulator."),
     ("04-low-memory-dropout", "passes", "Both kernels; seeded dropout is deterministic per seed."),
-    ("05-layer-norm", "passes (size shrunk)", "Forward and backward (spin lock, `tl.debug_barrier`) at N = 8192 fp16 "
-     "within the tutorial's tolerances; M shrunk from 1151 to 64 rows for the emulator's speed."),
+    ("05-layer-norm", "runs at full size; rounding-aware check passes",
+     "Forward and backward (spin lock, `tl.debug_barrier`) at the tutorial's 1151 x 8192 fp16 in ~20 s on the emulator. "
+     "y and dx pass the tutorial's `atol=1e-2`; dw and db are within 0.009 of an fp32 reference, but the tutorial "
+     "compares against CPU torch's fp16 layer_norm backward, which is itself 0.066 (db) / 0.079 (dw) away from the fp32 "
+     "values, so its `allclose` fails (on a GPU torch's reference is accurate). At 64 x 8192 the tutorial's own check "
+     "passes."),
     ("06-fused-attention", "forward passes, backward refused",
      "fp16, HEAD_DIM 64, N_CTX 128, causal and not: the forward autotuned over the tutorial's 36 configs passes (configs over "
      "32 KB skipped). The tutorial's pytest config (BLOCK_M 128, BLOCK_N 64) needs 73728 bytes of threadgroup memory, its "
