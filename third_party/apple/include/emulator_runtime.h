@@ -16,11 +16,13 @@
 
 #include "metal_limits.h"
 
-#define TT_EMU_ABI_VERSION 5
+#define TT_EMU_ABI_VERSION 6
 
 #define TT_EMU_MAX_LINES 16
 #define TT_EMU_MAX_EVENTS 16
 
+/* Kernels are compiled with -fvisibility=hidden: the runtime's functions they call must stay default. */
+#pragma GCC visibility push(default)
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -170,19 +172,33 @@ int tt_emu_uses_ucontext(void);
 
 /* ---- hooks called from kernel code (metal_compat.h) ---- */
 
-/* SIMD-group exchange area: each participating lane deposits up to 16 bytes and a 32-bit param. */
+/* SIMD-group exchange area: each participating lane deposits up to 16 bytes and a 32-bit param.
+
+   Whole-simdgroup execution: when the rendezvous completes, lane `first` runs before any other lane of the
+   simdgroup resumes (it is the lane whose arrival completed the rendezvous, or, when the last missing lane
+   returned instead, the first lane released). That lane may compute the operation for every lane at once
+   (a simdgroup_matrix multiply, a reduction, a scan) and leave each lane's result in `val` (rewriting it)
+   or `res`, or write through pointers the lanes deposited; the other lanes only read their result when they
+   resume. While it works on lane l's memory it sets *op_lane = l, so that a fault names that lane. */
 typedef struct tt_simd_xchg {
   unsigned char val[TT_EMU_SIMD_WIDTH][16];
   uint32_t param[TT_EMU_SIMD_WIDTH];
   uint32_t active; /* lanes that took part (bit per lane) */
   uint32_t nlanes; /* lanes that exist in this simdgroup (partial last simdgroup) */
+  uint32_t first;  /* the lane that runs first after the rendezvous (see above) */
+  uint32_t _pad;
+  unsigned char res[16];      /* a result shared by all lanes (written by lane `first`) */
+  volatile uint32_t *op_lane; /* see above; TT_EMU_NO_LANE when not working for another lane */
 } tt_simd_xchg;
+
+#define TT_EMU_NO_LANE 0xffffffffu
 
 /* Threadgroup barrier: every live thread of the threadgroup must arrive at the same call site. */
 void __tt_barrier(uint32_t flags, uint32_t line, uint32_t col);
 /* SIMD-group rendezvous (collectives and simdgroup_barrier). Returns the exchange area once all
-   live lanes of the simdgroup have arrived at the same call site; *lane receives the caller's lane. */
-const tt_simd_xchg *__tt_simd(const char *op, const void *val, uint32_t size, uint32_t param, uint32_t line,
+   live lanes of the simdgroup have arrived at the same call site (same op name, line, column and value
+   size); *lane receives the caller's lane. */
+tt_simd_xchg *__tt_simd(const char *op, const void *val, uint32_t size, uint32_t param, uint32_t line,
                               uint32_t col, uint32_t *lane);
 /* Per-threadgroup storage for `threadgroup` variables; `site` identifies the declaration. */
 void *__tt_tg_alloc(uint32_t site, uint32_t size, uint32_t align, const char *name);
@@ -192,4 +208,5 @@ void __tt_fail(int32_t kind, const char *msg, uint32_t line, uint32_t col) __att
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
 #endif /* TT_EMULATOR_RUNTIME_H */

@@ -962,7 +962,7 @@ private:
 };
 
 namespace __simd {
-template <class T> inline const tt_simd_xchg *arrive(const char *op, const T &v, uint param, uint line, uint col,
+template <class T> inline tt_simd_xchg *arrive(const char *op, const T &v, uint param, uint line, uint col,
                                                      uint *lane) {
   return __tt_simd(op, &v, sizeof(T), param, line, col, lane);
 }
@@ -996,27 +996,39 @@ template <class T> struct op_or { static T apply(T a, T b) { return (T)(a | b); 
 template <class T> struct op_xor { static T apply(T a, T b) { return (T)(a ^ b); } };
 template <class T> struct op_min { static T apply(T a, T b) { return metal::min(a, b); } };
 template <class T> struct op_max { static T apply(T a, T b) { return metal::max(a, b); } };
-/* Fold the active lanes in lane order (lanes <= upto); `exclusive` stops before `upto`. */
-template <class T, template <class> class OP>
-inline T fold(const tt_simd_xchg *x, uint upto, bool exclusive, T identity) {
+/* Reductions and scans run once per simdgroup, on the lane that runs first after the rendezvous
+   (x->first, see tt_simd_xchg), before any other lane resumes: a reduction leaves its result in x->res, a
+   scan rewrites each lane's value in x->val with that lane's result. Active lanes are folded in lane order. */
+template <class T, template <class> class OP> inline void reduce_all(tt_simd_xchg *x) {
+  uint32_t m = x->active;
+  T acc = __tt::load_lane<T>(x, (uint)__builtin_ctz(m));
+  for (m &= m - 1; m; m &= m - 1)
+    acc = OP<T>::apply(acc, __tt::load_lane<T>(x, (uint)__builtin_ctz(m)));
+  __builtin_memcpy(x->res, &acc, sizeof(T));
+}
+template <class T, template <class> class OP> inline void scan_all(tt_simd_xchg *x, bool exclusive, T identity) {
   T acc = identity;
   bool have = false;
-  for (uint l = 0; l < TT_EMU_SIMD_WIDTH && l <= upto; ++l) {
-    if (!((x->active >> l) & 1))
-      continue;
-    if (exclusive && l == upto)
-      break;
+  for (uint32_t m = x->active; m; m &= m - 1) {
+    uint l = (uint)__builtin_ctz(m);
     T v = __tt::load_lane<T>(x, l);
+    T before = acc;
     acc = have ? OP<T>::apply(acc, v) : v;
     have = true;
+    T r = exclusive ? before : acc;
+    __builtin_memcpy(x->val[l], &r, sizeof(T));
   }
-  return acc;
+}
+template <class T> inline T load_res(const tt_simd_xchg *x) {
+  T r;
+  __builtin_memcpy(&r, x->res, sizeof(T));
+  return r;
 }
 } // namespace __simd
 
 #define __TT_SIMD_ARRIVE(NAME, V, PARAM)                                                               \
   uint __lane;                                                                                         \
-  const tt_simd_xchg *__x = __simd::arrive(NAME, V, PARAM, __TT_SITE_ARGS, &__lane)
+  tt_simd_xchg *__x = __simd::arrive(NAME, V, PARAM, __TT_SITE_ARGS, &__lane)
 
 template <class T> inline T simd_shuffle(T data, ushort simd_lane_id, __TT_SITE_PARAMS) {
   __TT_SIMD_TYPE_CHECK(T);
@@ -1083,8 +1095,9 @@ template <class T> inline T simd_broadcast_first(T data, __TT_SITE_PARAMS) {
     __TT_SIMD_TYPE_CHECK(T);                                                                           \
     static_assert(!(INT_ONLY) || __tt::is_int<T>::value, #NAME " exists for integer types only");      \
     __TT_SIMD_ARRIVE(#NAME, data, 0);                                                                  \
-    (void)__lane;                                                                                      \
-    return __simd::fold<T, __simd::OP>(__x, TT_EMU_SIMD_WIDTH, false, (T)(IDENTITY));                  \
+    if (__lane == __x->first)                                                                          \
+      __simd::reduce_all<T, __simd::OP>(__x);                                                          \
+    return __simd::load_res<T>(__x);                                                                   \
   }
 __TT_SIMD_REDUCE(simd_sum, op_add, 0, false)
 __TT_SIMD_REDUCE(simd_product, op_mul, 1, false)
@@ -1099,7 +1112,9 @@ __TT_SIMD_REDUCE(simd_xor, op_xor, 0, true)
   template <class T> inline T NAME(T data, __TT_SITE_PARAMS) {                                         \
     __TT_SIMD_TYPE_CHECK(T);                                                                           \
     __TT_SIMD_ARRIVE(#NAME, data, 0);                                                                  \
-    return __simd::fold<T, __simd::OP>(__x, __lane, EXCLUSIVE, (T)(IDENTITY));                         \
+    if (__lane == __x->first)                                                                          \
+      __simd::scan_all<T, __simd::OP>(__x, EXCLUSIVE, (T)(IDENTITY));                                  \
+    return __tt::load_lane<T>(__x, __lane);                                                            \
   }
 __TT_SIMD_SCAN(simd_prefix_inclusive_sum, op_add, 0, false)
 __TT_SIMD_SCAN(simd_prefix_exclusive_sum, op_add, 0, true)
@@ -1107,30 +1122,30 @@ __TT_SIMD_SCAN(simd_prefix_inclusive_product, op_mul, 1, false)
 __TT_SIMD_SCAN(simd_prefix_exclusive_product, op_mul, 1, true)
 #undef __TT_SIMD_SCAN
 
+namespace __simd {
+/* The ballot of the active lanes (computed once, by x->first, into x->res). */
+inline uint32_t ballot(tt_simd_xchg *x, uint lane) {
+  if (lane == x->first) {
+    uint32_t v = 0;
+    for (uint32_t m = x->active; m; m &= m - 1)
+      if (x->param[__builtin_ctz(m)])
+        v |= m & -m;
+    __builtin_memcpy(x->res, &v, sizeof(v));
+  }
+  return load_res<uint32_t>(x);
+}
+} // namespace __simd
 inline simd_vote simd_ballot(bool expr, __TT_SITE_PARAMS) {
   __TT_SIMD_ARRIVE("simd_ballot", expr, expr ? 1u : 0u);
-  (void)__lane;
-  ulong v = 0;
-  for (uint l = 0; l < TT_EMU_SIMD_WIDTH; ++l)
-    if (((__x->active >> l) & 1) && __x->param[l])
-      v |= 1ul << l;
-  return simd_vote(v, __x->active);
+  return simd_vote(__simd::ballot(__x, __lane), __x->active);
 }
 inline bool simd_all(bool expr, __TT_SITE_PARAMS) {
   __TT_SIMD_ARRIVE("simd_all", expr, expr ? 1u : 0u);
-  (void)__lane;
-  for (uint l = 0; l < TT_EMU_SIMD_WIDTH; ++l)
-    if (((__x->active >> l) & 1) && !__x->param[l])
-      return false;
-  return true;
+  return __simd::ballot(__x, __lane) == __x->active;
 }
 inline bool simd_any(bool expr, __TT_SITE_PARAMS) {
   __TT_SIMD_ARRIVE("simd_any", expr, expr ? 1u : 0u);
-  (void)__lane;
-  for (uint l = 0; l < TT_EMU_SIMD_WIDTH; ++l)
-    if (((__x->active >> l) & 1) && __x->param[l])
-      return true;
-  return false;
+  return __simd::ballot(__x, __lane) != 0;
 }
 inline simd_vote simd_active_threads_mask(__TT_SITE_PARAMS) {
   __TT_SIMD_ARRIVE("simd_active_threads_mask", 0, 0);

@@ -5,9 +5,13 @@
  * 4*((l>>3)&1) + 2*(l&1) + j, where j in {0, 1} indexes thread_elements().
  *
  * Every operation is a SIMD-group operation: all 32 lanes must take part, at the same call site, or the
- * launch fails (strict). simdgroup_load/store touch only the calling lane's two elements; the multiplies
- * exchange fragments through the simdgroup rendezvous, then each lane computes its own two results in
- * float, summing products in k order, and rounds once to the destination type.
+ * launch fails (strict). simdgroup_load/store touch only the calling lane's two elements. A multiply runs
+ * once for the whole simdgroup: each lane deposits a pointer to its operands at the rendezvous, and the lane
+ * that runs first afterwards (tt_simd_xchg.first) gathers the four 8x8 matrices from all lanes, computes
+ * D = A * B + C in float (each element: C, then the products added in k order, every operation rounded to
+ * float) and writes every lane's two elements of D, rounded once to the destination type, before any other
+ * lane resumes. The header's own code is exempt from the array-bounds sanitizer (its indices are in range by
+ * construction); user code is not.
  */
 #ifndef TT_METAL_SIMDGROUP_MATRIX_H
 #define TT_METAL_SIMDGROUP_MATRIX_H
@@ -27,9 +31,9 @@ template <> struct is_elem<half> { static constexpr bool value = true; };
 template <> struct is_elem<bfloat> { static constexpr bool value = true; };
 
 /* Rendezvous of the whole simdgroup; returns the exchange area and this lane's index. */
-inline const tt_simd_xchg *all_lanes(const char *op, const void *val, uint size, uint site_line,
-                                     uint site_col, uint *lane) {
-  const tt_simd_xchg *x = __tt_simd(op, val, size, 0, site_line, site_col, lane);
+inline tt_simd_xchg *all_lanes(const char *op, const void *val, uint size, uint site_line, uint site_col,
+                               uint *lane) {
+  tt_simd_xchg *x = __tt_simd(op, val, size, 0, site_line, site_col, lane);
   if (x->active != 0xffffffffu) {
     char msg[200];
     __builtin_snprintf(msg, sizeof(msg),
@@ -101,18 +105,50 @@ __TT_SGM_STORE(__TT_DEV)
 #undef __TT_SGM_STORE
 
 namespace __sgm {
-/* Every lane's two elements of `m`, gathered into a dense 8x8 float matrix. */
-template <class T>
-inline void gather(const char *op, const simdgroup_matrix<T, 8, 8> &m, float out[8][8], uint site_line,
-                   uint site_col, uint *lane) {
-  float mine[2] = {float(m.__e[0]), float(m.__e[1])};
-  const tt_simd_xchg *x = all_lanes(op, mine, sizeof(mine), site_line, site_col, lane);
+/* One lane's operands of a multiply, deposited (by address) at the rendezvous. `tag` is the same for every
+   lane only if all lanes run the same instantiation (element types) of the call site. */
+template <class TD, class TA, class TB, class TC> struct mma_operands {
+  typedef TD dest_t;
+  simdgroup_matrix<TD, 8, 8> *d;
+  const simdgroup_matrix<TA, 8, 8> *a;
+  const simdgroup_matrix<TB, 8, 8> *b;
+  const simdgroup_matrix<TC, 8, 8> *c;
+  const void *tag;
+  static const char tag_object;
+};
+template <class TD, class TA, class TB, class TC> const char mma_operands<TD, TA, TB, TC>::tag_object = 0;
+
+/* Lane l's element j lives at offset 8 * row(l) + col(l, j) of a dense row-major 8x8 matrix. */
+__attribute__((no_sanitize("array-bounds"))) inline uint dense(uint l, uint j) { return 8u * row(l) + col(l, j); }
+
+/* The whole simdgroup's multiply, on the lane that runs first after the rendezvous. */
+template <class R>
+__attribute__((no_sanitize("array-bounds"))) inline void multiply_all(const tt_simd_xchg *x, uint site_line,
+                                                                      uint site_col) {
+  const R *ops[TT_EMU_SIMD_WIDTH];
   for (uint l = 0; l < TT_EMU_SIMD_WIDTH; ++l) {
-    float v[2];
-    __builtin_memcpy(v, x->val[l], sizeof(v));
-    out[row(l)][col(l, 0)] = v[0];
-    out[row(l)][col(l, 1)] = v[1];
+    __builtin_memcpy(&ops[l], x->val[l], sizeof(ops[l]));
+    if (ops[l]->tag != ops[0]->tag)
+      __tt_fail(TT_ERR_DIVERGENCE,
+                "divergent simdgroup_multiply_accumulate: lanes of the simdgroup run different instantiations "
+                "(element types) of the same call site",
+                site_line, site_col);
   }
+  float A[64], B[64], D[64];
+  for (uint l = 0; l < TT_EMU_SIMD_WIDTH; ++l)
+    for (uint j = 0; j < 2; ++j) {
+      const uint o = dense(l, j);
+      A[o] = float(ops[l]->a->__e[j]);
+      B[o] = float(ops[l]->b->__e[j]);
+      D[o] = float(ops[l]->c->__e[j]);
+    }
+  for (uint i = 0; i < 8; ++i)   /* D[i][:] = C[i][:] + A[i][0] * B[0][:] + A[i][1] * B[1][:] + ... */
+    for (uint k = 0; k < 8; ++k) /* (k increasing, float products and sums, no contraction) */
+      for (uint j = 0; j < 8; ++j)
+        D[8 * i + j] += A[8 * i + k] * B[8 * k + j];
+  for (uint l = 0; l < TT_EMU_SIMD_WIDTH; ++l)
+    for (uint j = 0; j < 2; ++j)
+      ops[l]->d->__e[j] = typename R::dest_t(D[dense(l, j)]);
 }
 } // namespace __sgm
 
@@ -120,20 +156,13 @@ template <class TD, class TA, class TB, class TC>
 inline void simdgroup_multiply_accumulate(simdgroup_matrix<TD, 8, 8> &d, const simdgroup_matrix<TA, 8, 8> &a,
                                           const simdgroup_matrix<TB, 8, 8> &b, const simdgroup_matrix<TC, 8, 8> &c,
                                           __TT_SITE_PARAMS) {
-  float A[8][8], B[8][8];
+  using R = __sgm::mma_operands<TD, TA, TB, TC>;
+  const R mine = {&d, &a, &b, &c, &R::tag_object};
+  const R *p = &mine;
   uint lane;
-  const float c0 = float(c.__e[0]), c1 = float(c.__e[1]);
-  __sgm::gather("simdgroup_multiply_accumulate", a, A, __TT_SITE_ARGS, &lane);
-  __sgm::gather("simdgroup_multiply_accumulate", b, B, __TT_SITE_ARGS, &lane);
-  const float cv[2] = {c0, c1};
-  const uint r = __sgm::row(lane);
-  for (uint j = 0; j < 2; ++j) {
-    const uint cc = __sgm::col(lane, j);
-    float acc = cv[j];
-    for (uint k = 0; k < 8; ++k)
-      acc += A[r][k] * B[k][cc];
-    d.__e[j] = TD(acc);
-  }
+  const tt_simd_xchg *x = __sgm::all_lanes("simdgroup_multiply_accumulate", &p, sizeof(p), __TT_SITE_ARGS, &lane);
+  if (lane == x->first)
+    __sgm::multiply_all<R>(x, __TT_SITE_ARGS);
 }
 
 template <class TD, class TA, class TB>

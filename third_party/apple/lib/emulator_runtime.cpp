@@ -241,9 +241,12 @@ struct Fiber {
   Fiber *next_free = nullptr;
 };
 
+// Where a thread is: its state and, while it waits at a barrier or a SIMD-group function, the call site
+// (op name, MSL line and column) and, for SIMD-group functions, the size of the value it deposited.
 struct ThreadSt {
   Fiber *fiber;
   uint8_t state;
+  uint16_t size;
   uint32_t line, col;
   const char *what;
 };
@@ -251,8 +254,6 @@ struct ThreadSt {
 struct SimdGroupSt {
   uint32_t full, arrived, done, gen;
   tt_simd_xchg x[2];
-  uint32_t line[TT_EMU_SIMD_WIDTH], col[TT_EMU_SIMD_WIDTH], size[TT_EMU_SIMD_WIDTH];
-  const char *what[TT_EMU_SIMD_WIDTH];
 };
 
 struct TgSite {
@@ -284,6 +285,8 @@ struct Worker {
   pthread_t thread;
   Launch *L = nullptr;
   volatile bool active = false; // running a threadgroup: faults are ours
+  // lane of the current simdgroup whose memory a whole-simdgroup operation is touching (tt_simd_xchg.op_lane)
+  volatile uint32_t op_lane = TT_EMU_NO_LANE;
   // 1 while the current fiber executes kernel code (not a runtime hook): a cancellation signal may
   // then leave it at once (see on_cancel_signal); runtime code is only left at its own checks.
   volatile sig_atomic_t in_kernel = 0;
@@ -342,6 +345,11 @@ struct Launch {
   std::chrono::steady_clock::time_point start;
 };
 
+// The hooks read this on every barrier and SIMD-group function: initial-exec TLS is a plain %fs-relative load
+// instead of a __tls_get_addr call (the runtime is dlopen'ed; one pointer fits in glibc's static TLS surplus).
+#if defined(__linux__)
+__attribute__((tls_model("initial-exec")))
+#endif
 thread_local Worker *tl_worker = nullptr;
 
 // Marks runtime code entered from kernel code (a hook): a cancellation signal must not leave it
@@ -700,35 +708,48 @@ void complete_barrier(Worker *w, int self) {
   w->n_barrier = 0;
 }
 
-// All live lanes of simdgroup s wait at a collective: check the call sites and release them.
+inline bool same_site(const ThreadSt &a, const ThreadSt &b) {
+  return a.line == b.line && a.col == b.col && a.size == b.size && (a.what == b.what || strcmp(a.what, b.what) == 0);
+}
+
+// All live lanes of simdgroup s wait at a collective: check the call sites and release them. The lane that
+// runs first afterwards (x->first: `self`, else the first one released) may complete the operation for
+// all lanes before the others resume (see tt_simd_xchg).
 void complete_simd(Worker *w, uint32_t s, int self) {
   SimdGroupSt &g = w->sg[s];
-  int ref = -1;
-  for (uint32_t l = 0; l < TT_EMU_SIMD_WIDTH; l++) {
-    if (!(g.arrived >> l & 1))
-      continue;
-    if (ref < 0)
-      ref = (int)l;
-    else if (g.line[l] != g.line[ref] || g.col[l] != g.col[ref] || strcmp(g.what[l], g.what[ref]) != 0 ||
-             g.size[l] != g.size[ref])
+  ThreadSt *th = &w->th[s * TT_EMU_SIMD_WIDTH];
+  const uint32_t arrived = g.arrived;
+  const ThreadSt &ref = th[__builtin_ctz(arrived)];
+  for (uint32_t m = arrived & (arrived - 1); m; m &= m - 1)
+    if (!same_site(th[__builtin_ctz(m)], ref))
       divergence(w, "SIMD-group collective", T_SIMD, (int)s);
-  }
   tt_simd_xchg *x = &g.x[g.gen & 1];
-  x->active = g.arrived;
+  x->active = arrived;
   x->nlanes = (uint32_t)__builtin_popcount(g.full);
-  bool rev = w->L->d->schedule != TT_SCHED_FORWARD;
-  for (uint32_t k = 0; k < TT_EMU_SIMD_WIDTH; k++) {
-    uint32_t l = rev ? TT_EMU_SIMD_WIDTH - 1 - k : k;
-    if (!(g.arrived >> l & 1))
-      continue;
-    uint32_t t = s * TT_EMU_SIMD_WIDTH + l;
-    if ((int)t == self) {
-      w->th[t].state = T_RUNNING;
-    } else {
-      w->th[t].state = T_READY;
-      rq_push(w, t);
+  x->op_lane = &w->op_lane;
+  uint32_t first = TT_EMU_NO_LANE;
+  if (self >= 0) {
+    first = (uint32_t)self % TT_EMU_SIMD_WIDTH;
+    th[first].state = T_RUNNING;
+  }
+  uint32_t others = self >= 0 ? arrived & ~(1u << first) : arrived;
+  if (w->L->d->schedule == TT_SCHED_FORWARD) {
+    for (uint32_t m = others; m; m &= m - 1) {
+      uint32_t l = (uint32_t)__builtin_ctz(m);
+      th[l].state = T_READY;
+      rq_push(w, s * TT_EMU_SIMD_WIDTH + l);
+    }
+  } else {
+    for (uint32_t m = others; m; m &= ~(1u << (31 - __builtin_clz(m)))) {
+      uint32_t l = 31u - (uint32_t)__builtin_clz(m);
+      th[l].state = T_READY;
+      rq_push(w, s * TT_EMU_SIMD_WIDTH + l);
     }
   }
+  if (first == TT_EMU_NO_LANE) // released by a returning lane: the first lane pushed runs first
+    first = w->L->d->schedule == TT_SCHED_FORWARD ? (uint32_t)__builtin_ctz(arrived)
+                                                  : 31u - (uint32_t)__builtin_clz(arrived);
+  x->first = first;
   g.arrived = 0;
   g.gen++;
 }
@@ -805,6 +826,7 @@ bool run_threadgroup(Worker *w, uint64_t linear) {
     g.gen = 0;
   }
   w->nsites = 0;
+  w->op_lane = TT_EMU_NO_LANE;
   w->tg_top = w->tg_hi;
   for (uint32_t t = 0; t < w->N; t++)
     w->th[t].state = T_UNSTARTED;
@@ -1543,6 +1565,8 @@ void report_fault(Worker *w) {
   int sig = w->fault_sig;
   uintptr_t addr = (uintptr_t)w->fault_addr;
   int thread = (int)w->cur_thread;
+  if (w->op_lane < TT_EMU_SIMD_WIDTH) // a whole-simdgroup operation was touching that lane's memory
+    thread = (int)(w->cur_thread / TT_EMU_SIMD_WIDTH * TT_EMU_SIMD_WIDTH + w->op_lane);
   Msg m;
   int status = TT_ERR_SEGV;
   bool known = false;
@@ -1870,8 +1894,8 @@ TT_EXPORT void __tt_barrier(uint32_t flags, uint32_t line, uint32_t col) {
   check_cancel(w);
 }
 
-TT_EXPORT const tt_simd_xchg *__tt_simd(const char *op, const void *val, uint32_t size, uint32_t param, uint32_t line,
-                                        uint32_t col, uint32_t *lane_out) {
+TT_EXPORT tt_simd_xchg *__tt_simd(const char *op, const void *val, uint32_t size, uint32_t param, uint32_t line,
+                                  uint32_t col, uint32_t *lane_out) {
   Worker *w = tl_worker;
   HookScope scope(w);
   check_cancel(w);
@@ -1882,19 +1906,20 @@ TT_EXPORT const tt_simd_xchg *__tt_simd(const char *op, const void *val, uint32_
   tt_simd_xchg *x = &g.x[g.gen & 1];
   if (size > 16)
     size = 16;
-  if (size)
+  if (size == 8) // the common sizes as one move each (a pointer, a float2, a 32-bit value)
+    memcpy(x->val[lane], val, 8);
+  else if (size == 4)
+    memcpy(x->val[lane], val, 4);
+  else if (size)
     memcpy(x->val[lane], val, size);
   x->param[lane] = param;
-  g.line[lane] = line;
-  g.col[lane] = col;
-  g.what[lane] = op;
-  g.size[lane] = size;
-  g.arrived |= 1u << lane;
   ThreadSt &ts = w->th[t];
   ts.state = T_SIMD;
+  ts.size = (uint16_t)size;
   ts.line = line;
   ts.col = col;
   ts.what = op;
+  g.arrived |= 1u << lane;
   if ((g.arrived | g.done) == g.full)
     complete_simd(w, s, (int)t);
   else

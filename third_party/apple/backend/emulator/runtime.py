@@ -20,7 +20,7 @@ from . import signature as _sig
 from . import toolchain
 from .errors import EmulatorCompileError, EmulatorError, EmulatorLaunchError, EmulatorWarning
 
-ABI_VERSION = 5  # TT_EMU_ABI_VERSION in emulator_runtime.h
+ABI_VERSION = 6  # TT_EMU_ABI_VERSION in emulator_runtime.h
 MAX_LINES = 16  # TT_EMU_MAX_LINES
 MAX_EVENTS = 16  # TT_EMU_MAX_EVENTS
 
@@ -108,6 +108,7 @@ def runtime_library() -> ctypes.CDLL:
             lib.tt_emu_uses_ucontext.restype = ctypes.c_int
             if lib.tt_emu_abi_version() != ABI_VERSION:
                 raise EmulatorError(f"emulator runtime ABI {lib.tt_emu_abi_version()} != {ABI_VERSION}")
+            toolchain.build_pch()  # once per machine, like the runtime: not part of any kernel's compile
             _lib = lib
     return _lib
 
