@@ -57,3 +57,25 @@ def test_encoding_rounds_to_nearest_even_and_saturates(fmt, src, device):
     clamped = torch.where(torch.isnan(xf), xf, xf.clamp(-max_finite, max_finite))
     ref = clamped.to(dtype)
     torch.testing.assert_close(out.float(), ref.float(), rtol=0, atol=0, equal_nan=True)
+
+
+@triton.jit
+def fp8_dot_kernel(a_ptr, b_ptr, c_ptr, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    rm, rn, rk = tl.arange(0, BM), tl.arange(0, BN), tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(0, K, BK):
+        a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :])
+        b = tl.load(b_ptr + (k + rk)[:, None] * BN + rn[None, :])
+        acc = tl.dot(a, b, acc)
+    tl.store(c_ptr + rm[:, None] * BN + rn[None, :], acc)
+
+
+@pytest.mark.parametrize("dtype", [torch.float8_e5m2, torch.float8_e4m3fn])
+def test_fp8_dot_decodes_its_operands(dtype, device):
+    # fp8 values are held as their bytes: the FMA dot must decode them, not multiply the bytes
+    torch.manual_seed(0)
+    a = torch.randn(16, 32).to(dtype)
+    b = torch.randn(32, 16).to(dtype)
+    c = torch.zeros(16, 16, device=device)
+    fp8_dot_kernel[(1, )](a.to(device), b.to(device), c, 32, BM=16, BN=16, BK=16)
+    torch.testing.assert_close(c.cpu(), a.float() @ b.float(), rtol=1e-6, atol=1e-6)

@@ -143,3 +143,17 @@ def test_split_results_and_assume(device):
     y = torch.empty(64, device=device)
     split_and_assume[(1, )](x, y, 16, BLOCK=64)
     assert torch.equal(y.cpu(), x.cpu()[:, 0] * 10 + x.cpu()[:, 1])
+
+
+@triton.jit
+def const_pointer_copy(in_ptr: tl.const, out_ptr, N: tl.constexpr):
+    offs = tl.arange(0, N)
+    tl.store(out_ptr + offs, tl.load(in_ptr + offs))
+
+
+def test_const_pointer_arguments(device):
+    # `tl.const` pointers print as !tt.ptr<f32, "constant">
+    x = torch.randn(128, device=device)
+    y = torch.empty_like(x)
+    const_pointer_copy[(1, )](x, y, N=128)
+    assert torch.equal(x.cpu(), y.cpu())

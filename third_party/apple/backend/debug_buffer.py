@@ -31,7 +31,7 @@ def _format_value(ty: str, signed: bool, hex_: bool, lo: int, hi: int) -> str:
     if ty == "f64":
         value = struct.unpack("<d", struct.pack("<Q", lo | (hi << 32)))[0]
         return f"0x{lo | (hi << 32):016x}" if hex_ else f"{value:.17g}"
-    if ty in ("f16", "bf16", "f32"):
+    if ty in ("f16", "bf16", "f32") or ty.startswith("f8"):
         value = struct.unpack("<f", struct.pack("<I", lo))[0]
         return f"0x{lo:08x}" if hex_ else f"{value:.6g}" if ty != "f32" else f"{value:.9g}"
     bits = 64 if ty in ("i64", "index") else int(ty[1:]) if ty[1:].isdigit() else 32

@@ -225,8 +225,9 @@ class TypeParser:
             return TensorType(shape, elem, enc)
         if s.startswith("!tt.ptr<"):
             parts = split_top(_unwrap(s, "!tt.ptr<", ">"))
-            space = int(parts[1]) if len(parts) > 1 else 1
-            return PointerType(self.parse(parts[0]), space)
+            space = parts[1].strip() if len(parts) > 1 else "1"
+            # an address space number, or a quoted name (`tl.const` pointers print as `"constant"`)
+            return PointerType(self.parse(parts[0]), int(space) if space.isdigit() else space)
         if s.startswith("!ttg.memdesc<"):
             parts = split_top(_unwrap(s, "!ttg.memdesc<", ">"))
             shape, elem = self._shape_and_elem(parts[0])

@@ -51,7 +51,7 @@ class ScalarType(Type):
 @dataclass(frozen=True)
 class PointerType(Type):
     pointee: Type
-    address_space: int = 1
+    address_space: object = 1  # 1, another number, or a quoted name such as '"constant"' (read-only)
 
     def __str__(self) -> str:
         suffix = "" if self.address_space == 1 else f", {self.address_space}"

@@ -13,6 +13,7 @@ from typing import List
 from ..debug_buffer import BUFFER_WORDS, HEADER_WORDS
 from ..ir import Op
 from ..ir.types import TensorType
+from .elementwise_ops import fp8_to_float
 from .emitter import FunctionEmitter, elem_type
 from .registry import OpFamily
 from .shared_memory import index_expr, row_major_strides
@@ -25,8 +26,8 @@ def _value_words(em: FunctionEmitter, ty, expr: str) -> List[str]:
     name = ty.name
     if name == "f64":  # software float64: its bits
         return [f"uint({expr}.bits)", f"uint({expr}.bits >> 32)"]
-    if name in ("f16", "bf16", "f32"):
-        return [f"as_type<uint>(float({expr}))", "0u"]
+    if name in ("f16", "bf16", "f32") or name.startswith("f8"):  # fp8: decoded from its byte
+        return [f"as_type<uint>({fp8_to_float(em, ty, expr)})", "0u"]
     if name == "i1":
         return [f"uint({expr} ? 1 : 0)", "0u"]
     if name in ("i64", "index"):

@@ -20,6 +20,7 @@ from typing import List
 from ..ir import Op
 from ..ir.types import AppleMmaEncoding, DotOperandEncoding, MemDescType, TensorType
 from ..layouts import LinearLayout
+from .elementwise_ops import fp8_to_float
 from .emitter import FunctionEmitter, elem_type, linear_expr
 from .msl_types import elem_bytes
 from .registry import OpFamily
@@ -141,6 +142,7 @@ def _dot_fma(em: FunctionEmitter, op: Op) -> None:
     a_k = [_reg_index(la, [0] * (rank - 1) + [1 << i]) for i in range(K.bit_length() - 1)]
     b_k = [_reg_index(lb, [0] * (rank - 2) + [1 << i, 0]) for i in range(K.bit_length() - 1)]
     acc_t = elem_type(op.result)
+    a_elem, b_elem = elem_type(a_v), elem_type(b_v)
     out = em.declare(op.result)
     integer = acc_t.is_int
     soft_f64 = out.ctype == "tt_double"  # float64 in software: fused multiply-adds in binary64
@@ -158,10 +160,11 @@ def _dot_fma(em: FunctionEmitter, op: Op) -> None:
             em.emit(f"{acc} = {acc} + int({a.at(ia)}) * int({b.at(ib)});")
         elif soft_f64:
             em.emit(f"{acc} = tt_f64_fma({a.at(ia)}, {b.at(ib)}, {acc});")
-        elif acc_t.name == "f32":
-            em.emit(f"{acc} = fma(float({a.at(ia)}), float({b.at(ib)}), {acc});")
-        else:  # f16 / bf16 accumulators round after every step
-            em.emit(f"{acc} = float({out.ctype}(fma(float({a.at(ia)}), float({b.at(ib)}), {acc})));")
+        else:
+            # fp8 operands are held as their bytes: decode them (float(uchar) would be the byte's value)
+            prod = f"fma({fp8_to_float(em, a_elem, a.at(ia))}, {fp8_to_float(em, b_elem, b.at(ib))}, {acc})"
+            # f16 / bf16 accumulators round after every step
+            em.emit(f"{acc} = {prod};" if acc_t.name == "f32" else f"{acc} = float({out.ctype}({prod}));")
         em.close()
         em.emit(f"{out.at(r)} = {out.ctype}({acc});")
 

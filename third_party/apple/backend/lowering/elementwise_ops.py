@@ -256,25 +256,37 @@ def _itofp(em: FunctionEmitter, op: Op) -> None:
 
 @FAMILY.lowers("arith.fptosi", "arith.fptoui")
 def _fptoi(em: FunctionEmitter, op: Op) -> None:
-    dst = elem_type(op.result)
+    src, dst = elem_type(op.operands[0]), elem_type(op.result)
     ct = em.ctype(dst)
+
+    def value(a):  # the float value (fp8 bytes decoded)
+        return fp8_to_float(em, src, a)
+
     if dst.name == "i1":
-        elementwise(em, op, lambda a: f"float({a[0]}) != 0.0f")
+        elementwise(em, op, lambda a: f"{value(a[0])} != 0.0f")
         return
     bits = dst.bitwidth
     if op.name == "arith.fptosi":
         fn = em.ctx.require("tt_fptosi")
         lo, hi, imin, imax = _INT_LIMITS[bits]
-        elementwise(em, op, lambda a: f"{fn}<{ct}>(float({a[0]}), {lo}, {hi}, {imin}, {imax})")
+        elementwise(em, op, lambda a: f"{fn}<{ct}>({value(a[0])}, {lo}, {hi}, {imin}, {imax})")
     else:
         fn = em.ctx.require("tt_fptoui")
         ut = unsigned_type(dst)
         hi, imax = _UINT_LIMITS[bits]
-        elementwise(em, op, lambda a: f"{ct}({fn}<{ut}>(float({a[0]}), {hi}, {imax}))")
+        elementwise(em, op, lambda a: f"{ct}({fn}<{ut}>({value(a[0])}, {hi}, {imax}))")
 
 
 # fp8 formats: (mantissa bits, exponent bias, largest finite value, NaN code, has infinities)
 FP8_FORMATS = {"f8E5M2": (2, 15, "57344.0f", "uchar(0x7F)", True), "f8E4M3FN": (3, 7, "448.0f", "uchar(0x7F)", False)}
+
+
+def fp8_to_float(em: FunctionEmitter, ty, expr: str) -> str:
+    """MSL float value of `expr`, an element of type `ty`: fp8 values (held as their byte) are decoded."""
+    if ty.name not in FP8_FORMATS:
+        return f"float({expr})"
+    mbits, bias, _, _, has_inf = FP8_FORMATS[ty.name]
+    return f"{em.ctx.require('tt_from_fp8')}({expr}, {mbits}u, {bias}, {'true' if has_inf else 'false'})"
 
 
 @FAMILY.lowers("arith.extf", "arith.truncf", "tt.fp_to_fp")
@@ -287,12 +299,9 @@ def _fresize(em: FunctionEmitter, op: Op) -> None:
     if "rtz" in rounding and dst.name in FP8_FORMATS:
         raise em.unsupported("round-toward-zero conversion to fp8 is not supported; use the default rounding")
     if src.name in FP8_FORMATS or dst.name in FP8_FORMATS:
-        if src.name in FP8_FORMATS:
-            mbits, bias, _, _, has_inf = FP8_FORMATS[src.name]
-            fn = em.ctx.require("tt_from_fp8")
-            widen = lambda a: f"{fn}({a}, {mbits}u, {bias}, {'true' if has_inf else 'false'})"  # noqa: E731
-        else:
-            widen = lambda a: f"float({a})"  # noqa: E731
+        def widen(a):
+            return fp8_to_float(em, src, a)
+
         if dst.name in FP8_FORMATS:
             mbits, bias, maxv, nan, _ = FP8_FORMATS[dst.name]
             fn = em.ctx.require("tt_to_fp8")

@@ -39,6 +39,8 @@ def _extern(em: FunctionEmitter, op: Op) -> None:
     name = symbol[len("apple."):]
     res_ty = elem_type(op.result)
     ct = em.ctype(res_ty)
+    if any(elem_type(v).name.startswith("f8") for v in list(op.operands) + [op.result]):
+        raise em.unsupported(f"libdevice.{name} on fp8 values is not supported; convert to float32 first")
     if ct == "tt_double":  # software float64: the functions soft_f64 provides
         _extern_f64(em, op, name)
         return
