@@ -66,3 +66,27 @@ def test_device_assert_passes_and_is_dropped_without_debug(device):
     x[3] = 500
     assert_kernel[(1, )](x, BLOCK=32)  # debug=False: Triton removes device_assert
     assert x[3].item() == 501
+
+
+@triton.jit
+def _add_checked(a, b):
+    tl.device_assert(a + b < 100, "sum too large")
+    return a + b
+
+
+@triton.jit
+def checked_scan(x_ptr, z_ptr, BLOCK: tl.constexpr):
+    x = tl.load(x_ptr + tl.arange(0, BLOCK))
+    tl.store(z_ptr + tl.arange(0, BLOCK), tl.associative_scan(x, 0, _add_checked))
+
+
+def test_device_assert_inside_a_combine_function(device):
+    # the combine function's values differ on every thread: each thread checks its own
+    x = torch.arange(8, dtype=torch.int32, device=device)
+    z = torch.empty_like(x)
+    checked_scan[(1, )](x, z, BLOCK=8, debug=True)
+    assert torch.equal(z.cpu(), torch.cumsum(x.cpu(), 0).int())
+    with pytest.raises(DeviceAssertionError, match="sum too large"):
+        checked_scan[(1, )](torch.arange(32, dtype=torch.int32, device=device), torch.empty(32, dtype=torch.int32,
+                                                                                             device=device),
+                            BLOCK=32, debug=True)

@@ -157,3 +157,11 @@ def test_const_pointer_arguments(device):
     y = torch.empty_like(x)
     const_pointer_copy[(1, )](x, y, N=128)
     assert torch.equal(x.cpu(), y.cpu())
+
+
+def test_amd_config_hints_are_accepted_and_ignored(device):
+    # configs written for HIP (Triton's matmul tutorial uses them on any non-CUDA device) carry these
+    x = torch.randn(128, device=device)
+    y = torch.empty_like(x)
+    const_pointer_copy[(1, )](x, y, N=128, waves_per_eu=2, matrix_instr_nonkdim=16, kpack=2)
+    assert torch.equal(x.cpu(), y.cpu())

@@ -54,7 +54,7 @@ class AppleOptions:
     def __post_init__(self):
         nw = self.num_warps
         if not (isinstance(nw, int) and 1 <= nw <= MAX_WARPS and nw & (nw - 1) == 0):
-            raise UnsupportedFeatureError(f"apple backend: num_warps must be a power of two in [1, {MAX_WARPS}] "
+            raise UnsupportedFeatureError(f"apple backend: num_warps must be a power of 2 in [1, {MAX_WARPS}] "
                                           f"(a threadgroup holds at most {MAX_WARPS} simdgroups), got {nw!r}")
         if self.num_ctas != 1:
             raise UnsupportedFeatureError(f"apple backend: num_ctas={self.num_ctas} is not supported; Metal has "

@@ -7,6 +7,7 @@ from typing import List, Sequence
 
 from ..ir import Op, Region, Value
 from ..ir.types import TensorType
+from .context import CONTEXT_PARAMS, DEBUG_PARAM
 from .control_flow_ops import lower_body
 from .emitter import FunctionEmitter, Lowered
 from .msl_types import msl_size
@@ -62,6 +63,12 @@ def _capture_externals(em: FunctionEmitter, sub: FunctionEmitter, region: Region
         params.append(f"{outer.ctype} {pname}")
         sub.bind(v, Lowered(pname, outer.ctype))
         captured.append(outer.at(0))
+    if any(o.name in ("tt.print", "tt.assert") for b in region.blocks for top in b.ops for o in top.walk()):
+        # device_print/device_assert in the region: it needs the kernel's context (pid, thread, debug buffer)
+        em.ctx.uses_smem = True  # the context includes tt_smem
+        for ctype, name in CONTEXT_PARAMS + [DEBUG_PARAM]:
+            params.append(f"{ctype} {name}")
+            captured.append(name)
     return captured
 
 
@@ -77,7 +84,7 @@ def emit_combine_function(em: FunctionEmitter, op: Op, hint: str, wide_bf16: boo
     block = region.entry
     n = len(op.operands)
     name = em.ctx.generated_name(f"combine_{hint}")
-    sub = FunctionEmitter(em.ctx, axis=None, wide_bf16=wide_bf16)
+    sub = FunctionEmitter(em.ctx, axis=None, wide_bf16=wide_bf16, per_element=True)
     params, accs = [], []
     for i, arg in enumerate(block.args):
         ct = sub.ctype(arg.type)
@@ -110,7 +117,7 @@ def emit_scalar_function(em: FunctionEmitter, op: Op, hint: str) -> RegionFuncti
     region = op.regions[0]
     pack = int(op.attrs.get("pack", 1))
     name = em.ctx.generated_name(f"map_{hint}")
-    sub = FunctionEmitter(em.ctx, axis=None)
+    sub = FunctionEmitter(em.ctx, axis=None, per_element=True)
     params = []
     for i, arg in enumerate(region.entry.args):
         ct = sub.ctype(arg.type)

@@ -89,8 +89,11 @@ class FunctionEmitter:
     """Emits the body of one MSL function from one TTGIR function."""
 
     def __init__(self, ctx: "KernelContext", axis: Optional["AxisInfoAnalysis"] = None,
-                 out_params: Sequence[Lowered] = (), wide_bf16: bool = False):
+                 out_params: Sequence[Lowered] = (), wide_bf16: bool = False, per_element: bool = False):
         self.ctx = ctx
+        # a region function (combine, map_elementwise): its scalars are one element's values, different on
+        # every thread, so a side effect of a scalar (an assert, a print) happens on every thread
+        self.per_element = per_element
         # bfloat16 values held in float, unrounded between ops (scan combine functions; see scan_ops)
         self.wide_bf16 = wide_bf16
         self.axis = axis  # axis info of the function being lowered (None: no vectorisation)
@@ -293,7 +296,7 @@ class FunctionEmitter:
         """Condition true on exactly one thread among those holding the same elements of `lay` (for
         stores and other side effects that must happen once)."""
         if lay is None:
-            return "tt_tid == 0"
+            return "" if self.per_element else "tt_tid == 0"
         conds = []
         lm, wm = lay.free_lane_mask(), lay.free_warp_mask()
         if lm:

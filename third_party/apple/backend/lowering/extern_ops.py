@@ -41,7 +41,7 @@ def _extern(em: FunctionEmitter, op: Op) -> None:
     ct = em.ctype(res_ty)
     if any(elem_type(v).name.startswith("f8") for v in list(op.operands) + [op.result]):
         raise em.unsupported(f"libdevice.{name} on fp8 values is not supported; convert to float32 first")
-    if ct == "tt_double":  # software float64: the functions soft_f64 provides
+    if any(em.ctype(elem_type(v)) == "tt_double" for v in list(op.operands) + [op.result]):  # software float64
         _extern_f64(em, op, name)
         return
     if name in _IMPRECISE:
@@ -93,7 +93,14 @@ _F64_FUNCTIONS = {"exp": "math.exp", "exp2": "math.exp2", "log": "math.log", "lo
                   "mul_rn": "arith.mulf"}
 
 
+_F64_PREDICATES = {"isnan": "int(tt_f64_isnan({0}))", "isinf": "int(tt_f64_isinf({0}))",
+                   "finitef": "int(tt_f64_isfinite({0}))", "signbit": "int(tt_f64_signbit({0}))"}
+
+
 def _extern_f64(em: FunctionEmitter, op: Op, name: str) -> None:
+    if name in _F64_PREDICATES:
+        elementwise(em, op, lambda a: _F64_PREDICATES[name].format(*a))
+        return
     if name not in _F64_FUNCTIONS:
         raise em.unsupported(f"libdevice.{name} on float64 is not supported by the apple backend's software "
                              "float64 (it has " + ", ".join(sorted(_F64_FUNCTIONS)) + ")")

@@ -9,6 +9,7 @@ from triton.language import core
 _F32 = core.dtype("fp32")
 _F16 = core.dtype("fp16")
 _BF16 = core.dtype("bf16")
+_F64 = core.dtype("fp64")  # software binary64 on Metal: the lowering computes the functions it has, refuses others
 _I32 = core.dtype("int32")
 _I64 = core.dtype("int64")
 _U32 = core.dtype("uint32")
@@ -16,7 +17,7 @@ _U64 = core.dtype("uint64")
 
 
 def _float_table(name: str, arity: int) -> dict:
-    return {(t, ) * arity: (f"apple.{name}", t) for t in (_F32, _F16, _BF16)}
+    return {(t, ) * arity: (f"apple.{name}", t) for t in (_F32, _F16, _BF16, _F64)}
 
 
 def _make(name: str, arity: int, table: dict):
@@ -44,7 +45,7 @@ _PREDICATES = {"signbit", "isnan", "isinf", "finitef"}
 
 for _name in _UNARY_FLOAT:
     if _name in _PREDICATES:
-        _table = {(t, ): (f"apple.{_name}", _I32) for t in (_F32, _F16, _BF16)}
+        _table = {(t, ): (f"apple.{_name}", _I32) for t in (_F32, _F16, _BF16, _F64)}
     else:
         _table = _float_table(_name, 1)
     globals()[_name] = _make(_name, 1, _table)
