@@ -465,6 +465,39 @@ def test_partial_simdgroup_cannot_use_matrices(emu):
     k.launch(grid=1, threadgroup=64, buffers=[torch.zeros(128)])  # two full simdgroups are fine
 
 
+MIXED_INSTANTIATIONS = msl("""
+template <typename T>
+void mma_of(device float* out) {
+    simdgroup_matrix<T, 8, 8> a = make_filled_simdgroup_matrix<T, 8, 8>(T(1));
+    simdgroup_float8x8 d = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
+    simdgroup_multiply_accumulate(d, a, a, d);
+    simdgroup_store(d, out, 8);
+}
+
+kernel void mixed(device float* out [[buffer(0)]],
+                  uint lane [[thread_index_in_simdgroup]]) {
+    if (lane < 16) {
+        mma_of<float>(out);
+    } else {
+        mma_of<half>(out);
+    }
+}
+""")
+
+
+def test_lanes_in_different_instantiations_of_one_multiply_are_divergent(emu):
+    """The multiply runs once for the whole simdgroup, from every lane's operands: lanes at the same call site
+    (line and column) but in different template instantiations (element types) must not be mixed."""
+    k = emu.compile_msl(MIXED_INSTANTIATIONS, "mixed")
+    out = torch.zeros(64)
+    with pytest.raises(emu.EmulatorLaunchError) as ei:
+        k.launch(grid=1, threadgroup=32, buffers=[out])
+    e = ei.value
+    assert e.kind == "divergence" and "different instantiations" in str(e)
+    assert line_of(MIXED_INSTANTIATIONS, "simdgroup_multiply_accumulate") in e.msl_lines
+    assert torch.count_nonzero(out) == 0
+
+
 # ---------------------------------------------------------------------------------------------------------
 # compile errors
 
