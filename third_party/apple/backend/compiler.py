@@ -50,6 +50,11 @@ class AppleOptions:
     sanitize_overflow: bool = False
     # As upstream (`cuda`, `hip`): the name of the target compiled for, i.e. the torch device type.
     backend_name: str = "cpu"
+    # AMD occupancy/MMA hints that configs written for HIP carry (Triton's matmul tutorial picks its HIP configs
+    # on any non-CUDA device): accepted so such configs run, and ignored, as Apple GPUs have no equivalent.
+    waves_per_eu: int = 0
+    matrix_instr_nonkdim: int = 0
+    kpack: int = 1
 
     def __post_init__(self):
         nw = self.num_warps
