@@ -433,6 +433,9 @@ def build_runtime() -> Path:
     out_dir = cache_root() / f"runtime-{key}"
 
     def build(directory: Path):
+        # the first launch in a fresh cache waits for this: say what is happening, once
+        print(f"apple backend: building the Metal-on-CPU emulator runtime (once per cache, a few seconds) in "
+              f"{out_dir}", file=sys.stderr, flush=True)
         cmd = [cxx, *flags, "-I", str(inc), str(lib / "emulator_runtime.cpp"), "-ldl"]
         res = _compile_into(cmd, directory / RUNTIME_LIB, directory)
         if res.returncode != 0:
