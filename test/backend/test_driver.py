@@ -17,7 +17,7 @@ def test_backend_is_discovered_by_plain_import():
 
 def test_emulator_is_active_on_a_machine_without_gpus(monkeypatch):
     monkeypatch.delenv("TRITON_APPLE_DEVICE", raising=False)
-    monkeypatch.setattr(drv, "_mps_available", lambda: False)
+    monkeypatch.setattr(drv, "mps_available", lambda: False)
     monkeypatch.setattr(drv, "_other_driver_active", lambda: False)
     assert drv.device_mode() == "emulator"
     assert drv.AppleDriver.is_active()
@@ -25,7 +25,7 @@ def test_emulator_is_active_on_a_machine_without_gpus(monkeypatch):
 
 def test_emulator_steps_aside_for_cuda_or_rocm(monkeypatch):
     monkeypatch.delenv("TRITON_APPLE_DEVICE", raising=False)
-    monkeypatch.setattr(drv, "_mps_available", lambda: False)
+    monkeypatch.setattr(drv, "mps_available", lambda: False)
     monkeypatch.setattr(drv, "_other_driver_active", lambda: True)
     assert drv.device_mode() == "off"
     assert not drv.AppleDriver.is_active()
@@ -44,7 +44,7 @@ def test_knob_forces_the_choice(monkeypatch):
 
 def test_mac_with_mps_uses_metal(monkeypatch):
     monkeypatch.delenv("TRITON_APPLE_DEVICE", raising=False)
-    monkeypatch.setattr(drv, "_mps_available", lambda: True)
+    monkeypatch.setattr(drv, "mps_available", lambda: True)
     assert drv.device_mode() == "metal"
 
 

@@ -16,6 +16,7 @@ from triton.backends.compiler import BaseBackend, GPUTarget, Language
 
 from . import knobs
 from .errors import UnsupportedFeatureError
+from .host import default_family
 from .target import DEFAULT_FAMILY, FAMILIES, MAX_WARPS, SIMD_WIDTH
 
 
@@ -119,7 +120,6 @@ class AppleBackend(BaseBackend):
         if target.arch in FAMILIES:
             self.family = target.arch
         elif target.arch in ("", None):
-            from .driver import default_family
             self.family = default_family()
         else:
             raise ValueError(f"apple backend: unknown GPU family {target.arch!r} for target "

@@ -19,7 +19,6 @@ import bisect
 import functools
 import json
 import os
-import platform
 import time
 import warnings
 from typing import Any, List, Optional, Sequence, Tuple, Union
@@ -29,18 +28,9 @@ from triton.backends.driver import DriverBase
 
 from . import debug_buffer, knobs
 from .errors import KernelArgError
-from .target import (DEFAULT_FAMILY, MAX_REGS_PER_THREAD, MAX_THREADGROUP_MEMORY, MAX_THREADS_PER_THREADGROUP,
+from .host import default_family, mac_gpu_cores, mps_available
+from .target import (MAX_REGS_PER_THREAD, MAX_THREADGROUP_MEMORY, MAX_THREADS_PER_THREADGROUP,
                      MSL_TO_TORCH, SIMD_WIDTH, family, msl_of_signature)
-
-
-def _mps_available() -> bool:
-    if platform.system() != "Darwin":
-        return False
-    try:
-        import torch
-        return bool(torch.backends.mps.is_available())
-    except ImportError:
-        return False
 
 
 @functools.lru_cache(None)
@@ -62,32 +52,9 @@ def device_mode() -> str:
     knob = knobs.device.get()
     if knob:
         return knob
-    if _mps_available():
+    if mps_available():
         return "metal"
     return "off" if _other_driver_active() else "emulator"
-
-
-def default_family() -> str:
-    """TRITON_APPLE_FAMILY, else the Mac's own family, else apple7 (the emulator's default)."""
-    return knobs.family.get() or (_mac_family() if _mps_available() else None) or DEFAULT_FAMILY
-
-
-@functools.lru_cache(None)
-def _mac_family() -> Optional[str]:  # pragma: no cover - needs a Mac
-    """The family of this Mac's GPU from its chip name ("Apple M2 Pro" -> apple8); None if unknown."""
-    brand = _sysctl("machdep.cpu.brand_string")
-    for chip, fam in (("M1", "apple7"), ("M2", "apple8"), ("M3", "apple9"), ("M4", "apple9")):
-        if f"Apple {chip}" in brand:
-            return fam
-    return "apple9" if "Apple M" in brand else None  # a newer chip has at least Apple9's features
-
-
-def _sysctl(name: str) -> str:  # pragma: no cover - needs a Mac
-    import subprocess
-    try:
-        return subprocess.run(["sysctl", "-n", name], capture_output=True, text=True, timeout=5).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return ""
 
 
 def target_name(mode: str) -> str:
@@ -264,19 +231,6 @@ def registers_per_thread(max_threads: int, fam: str) -> int:
 
 
 @functools.lru_cache(None)
-def _mac_gpu_cores() -> Optional[int]:  # pragma: no cover - needs a Mac
-    """GPU cores of this Mac (`gpu-core-count` of the AGX accelerator in the I/O registry), None if unknown."""
-    import re
-    import subprocess
-    try:
-        out = subprocess.run(["ioreg", "-rd1", "-c", "AGXAccelerator"], capture_output=True, text=True,
-                             timeout=5).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    m = re.search(r'"gpu-core-count"\s*=\s*(\d+)', out)
-    return int(m.group(1)) if m else None
-
-
 def device_properties(mode: str, fam: str) -> dict:
     """What `driver.active.utils.get_device_properties` reports, in the units upstream's CUDA driver uses.
 
@@ -288,7 +242,7 @@ def device_properties(mode: str, fam: str) -> dict:
     grid with it)."""
     fam_ = family(fam)
     if mode == "metal":  # pragma: no cover - needs a Mac
-        cores = _mac_gpu_cores() or fam_.gpu_cores
+        cores = mac_gpu_cores() or fam_.gpu_cores
     else:
         cores = knobs.emulator_threads.get() or os.cpu_count() or 1
     return {
@@ -479,6 +433,6 @@ class AppleDriver(DriverBase):
 
 
 # Not device_mode(): Triton is still discovering its backends while this module is imported.
-if knobs.inductor_mps.get() and knobs.device.get() in ("", "metal") and _mps_available():  # pragma: no cover
+if knobs.inductor_mps.get() and knobs.device.get() in ("", "metal") and mps_available():  # pragma: no cover
     from .inductor import enable_mps_when_inductor_loads
     enable_mps_when_inductor_loads()
