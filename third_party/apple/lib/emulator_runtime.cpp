@@ -275,13 +275,6 @@ struct Group {
   char *data = nullptr;     // copy of host[lo, hi)
   bool readonly = true;
   bool scalar = false;
-  // Writable buffers start read-only too: the first write to one faults, the signal handler marks it dirty
-  // and makes it writable (mark_dirty), and only dirty buffers are copied back after the launch.
-  std::atomic<bool> dirty{false};
-  Group() = default;
-  Group(Group &&o) noexcept
-      : r(o.r), lo(o.lo), hi(o.hi), data(o.data), readonly(o.readonly), scalar(o.scalar), dirty(o.dirty.load()),
-        members(std::move(o.members)) {}
   std::vector<int> members; // indices into desc->buffers
 };
 
@@ -905,10 +898,10 @@ bool acquire_region(size_t need, Region *out) {
   return true;
 }
 
-void release_region(Region &r, bool was_protected) {
+void release_region(Region &r, bool was_readonly) {
   if (!r.map)
     return;
-  if (was_protected)
+  if (was_readonly)
     mprotect(r.body, r.bodylen, PROT_READ | PROT_WRITE);
   std::lock_guard<std::mutex> lk(g_region_mu);
   if (r.bodylen <= kRegionPoolMaxEach && g_region_pool_bytes + r.bodylen <= kRegionPoolMax &&
@@ -973,10 +966,8 @@ bool setup_buffers(Launch *L, Msg &err) {
     memset((char *)data + n, kCanary, end - (data + n));
     if (n)
       memcpy(g.data, (const void *)g.lo, n);
-    if (g.readonly || !g.scalar) // read-only buffers for good, writable ones until their first write (mark_dirty)
+    if (g.readonly)
       mprotect(g.r.body, g.r.bodylen, PROT_READ);
-    else
-      g.dirty.store(true);
     for (int i : g.members) {
       const tt_buffer_desc &b = d->buffers[i];
       L->slots[b.slot] = g.data + ((uintptr_t)b.host - g.lo);
@@ -987,7 +978,7 @@ bool setup_buffers(Launch *L, Msg &err) {
 
 void release_buffers(Launch *L) {
   for (Group &g : L->groups)
-    release_region(g.r, g.readonly || !g.scalar);
+    release_region(g.r, g.readonly);
   L->groups.clear();
 }
 
@@ -1115,7 +1106,7 @@ bool classify_buffer_fault(Launch *L, uintptr_t addr, uintptr_t base, int is_wri
 // guard zones). Returns false (and records an error) if a canary byte changed.
 bool check_canaries(Launch *L) {
   for (const Group &g : L->groups) {
-    if (g.readonly || !g.dirty.load())
+    if (g.readonly)
       continue; // slack was read-only: writes there already faulted
     const unsigned char *body = (const unsigned char *)g.r.body;
     const unsigned char *data = (const unsigned char *)g.data;
@@ -1489,19 +1480,6 @@ bool fixup_divide(void *ucv) {
 }
 #endif
 
-// A fault inside the copy of a writable buffer that is still read-only: its first write. Async-signal-safe
-// (an atomic and mprotect); several workers may come here for the same buffer at once.
-bool mark_dirty(Launch *L, uintptr_t addr) {
-  if (!L)
-    return false;
-  for (Group &g : L->groups)
-    if (!g.readonly && !g.scalar && in_body(g, addr)) {
-      g.dirty.store(true);
-      return mprotect(g.r.body, g.r.bodylen, PROT_READ | PROT_WRITE) == 0;
-    }
-  return false;
-}
-
 void chain_signal(int sig, siginfo_t *si, void *uc) {
   struct sigaction *old = &g_old_act[sig];
   if (old->sa_flags & SA_SIGINFO) {
@@ -1519,8 +1497,6 @@ void chain_signal(int sig, siginfo_t *si, void *uc) {
 
 void on_signal(int sig, siginfo_t *si, void *uc) {
   Worker *w = tl_worker;
-  if (w && w->active && (sig == SIGSEGV || sig == SIGBUS) && mark_dirty(w->L, (uintptr_t)si->si_addr))
-    return; // the first write to a writable buffer: now it is writable, and will be copied back
   if (w && w->active) {
 #if defined(__x86_64__) && defined(__linux__)
     if (sig == SIGFPE && fixup_divide(uc))
@@ -2179,7 +2155,7 @@ int finish_launch(Launch *L) {
     check_canaries(L);
   if (!L->has_error) {
     for (const Group &g : L->groups)
-      if (!g.readonly && g.dirty.load() && g.hi > g.lo)
+      if (!g.readonly && g.hi > g.lo)
         memcpy((void *)g.lo, g.data, g.hi - g.lo);
   }
   release_buffers(L);
