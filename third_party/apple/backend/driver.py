@@ -3,8 +3,8 @@ Metal-on-CPU emulator.
 
 Which one runs is decided once per process:
 - macOS with an MPS device: the GPU ("metal" mode). MSL is compiled by `torch.mps.compile_shader` and
-  dispatched on PyTorch's current MPS stream. This path cannot run on our Linux machines; it is kept
-  small and its argument packing is shared with the emulator path, which is tested here.
+  dispatched on PyTorch's current MPS stream. Off a Mac this code runs in the tests on an MPS stand-in
+  (test/backend/mps_standin.py; docs/mps_standin.md says which documented behaviour it encodes).
 - anywhere else: the emulator ("emulator" mode), on torch CPU tensors. It is the active driver only when
   no other Triton driver (CUDA, ROCm) is active, so GPU machines keep working exactly as before.
 `TRITON_APPLE_DEVICE=emulator|metal|off` overrides the choice (`off`: this driver is never active).
@@ -31,6 +31,11 @@ from .errors import KernelArgError
 from .host import default_family, mac_gpu_cores, mps_available
 from .target import (MAX_REGS_PER_THREAD, MAX_THREADGROUP_MEMORY, MAX_THREADS_PER_THREADGROUP,
                      MSL_TO_TORCH, SIMD_WIDTH, family, msl_of_signature)
+
+# The torch device type of Metal-mode tensors. A constant, not a literal at each use, only so that the MPS
+# stand-in of the tests (test/backend/mps_standin.py, docs/mps_standin.md) can run this metal-mode code
+# unmodified on CPU tensors; nothing else changes it.
+METAL_DEVICE = "mps"
 
 
 @functools.lru_cache(None)
@@ -241,7 +246,7 @@ def device_properties(mode: str, fam: str) -> dict:
     emulator spreads threadgroups over, which is what runs concurrently here (persistent kernels size their
     grid with it)."""
     fam_ = family(fam)
-    if mode == "metal":  # pragma: no cover - needs a Mac
+    if mode == "metal":
         cores = mac_gpu_cores() or fam_.gpu_cores
     else:
         cores = knobs.emulator_threads.get() or os.cpu_count() or 1
@@ -268,7 +273,7 @@ class AppleUtils:
         """(module, function, n_regs, n_spills, max threads per threadgroup). n_regs is the upper bound of
         `registers_per_thread`; n_spills is 0 (Metal reports no spills)."""
         fam = default_family()
-        if self.mode == "metal":  # pragma: no cover - needs a Mac
+        if self.mode == "metal":
             import torch
             try:
                 source = kernel.decode() if isinstance(kernel, (bytes, bytearray)) else kernel
@@ -340,7 +345,7 @@ class AppleLauncher:
         debug = None
         if self.has_debug:
             import torch
-            dev = "mps" if self.mode == "metal" else "cpu"
+            dev = METAL_DEVICE if self.mode == "metal" else "cpu"
             debug = torch.zeros(debug_buffer.BUFFER_WORDS, dtype=torch.int32, device=dev)
             bound.append(debug)
         if enter_hook is not None:
@@ -357,25 +362,25 @@ class AppleLauncher:
                 e.args = (self.locations.explain(str(e), e.msl_lines), )
                 raise
         if debug is not None:
-            if self.mode == "metal":  # pragma: no cover - needs a Mac
+            if self.mode == "metal":
                 import torch
                 torch.mps.synchronize()
             debug_buffer.report(debug.cpu().tolist(), self.debug_formats, self.name)
         if exit_hook is not None:
             exit_hook(launch_metadata)
 
-    def _dispatch_metal(self, fn, bound, grid, threads):  # pragma: no cover - needs a Mac
+    def _dispatch_metal(self, fn, bound, grid, threads):
         import torch
         args = []
         plan = self.plan + ([(None, {"kind": "pointer", "name": "tt_debug"})] if self.has_debug else [])
         for (pos, p), v in zip(plan, bound):
             if p["kind"] == "pointer":
-                if v.device.type != "mps":
+                if v.device.type != METAL_DEVICE:
                     raise KernelArgError(f"apple backend: kernel '{self.name}' argument '{p['name']}' is on "
                                          f"{v.device}; the Metal device needs mps tensors")
                 args.append(v)
             else:
-                args.append(torch.tensor([v], dtype=getattr(torch, MSL_TO_TORCH[p["msl_type"]]), device="mps"))
+                args.append(torch.tensor([v], dtype=getattr(torch, MSL_TO_TORCH[p["msl_type"]]), device=METAL_DEVICE))
         fn(*args, threads=[grid[0] * threads, grid[1], grid[2]], group_size=[threads, 1, 1])
 
 
@@ -415,7 +420,7 @@ class AppleDriver(DriverBase):
         return 0
 
     def get_device_interface(self):
-        if self.mode == "metal":  # pragma: no cover - needs a Mac
+        if self.mode == "metal":
             import torch
             return torch.mps
         return EmulatorDeviceInterface
@@ -434,5 +439,7 @@ class AppleDriver(DriverBase):
 
 # Not device_mode(): Triton is still discovering its backends while this module is imported.
 if knobs.inductor_mps.get() and knobs.device.get() in ("", "metal") and mps_available():  # pragma: no cover
+    # Runs at import, only where PyTorch reports an MPS device: a Mac. The tests' MPS stand-in starts after
+    # import and does not pretend that the machine has an MPS device.
     from .inductor import enable_mps_when_inductor_loads
     enable_mps_when_inductor_loads()
