@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Callable, List
 
 from ..ir import Op
-from ..ir.types import PointerType, ScalarType
-from .emitter import FunctionEmitter, elem_type, is_tensor
+from ..ir.types import PointerType
+from .emitter import FunctionEmitter, elem_type, element_types, is_tensor
 from . import soft_f64
 from .msl_helpers import metal_math
 from .msl_types import unsigned_type
@@ -380,9 +380,9 @@ def _absf(em: FunctionEmitter, op: Op) -> None:
 def _refuse_fp8_arithmetic(em: FunctionEmitter, op: Op) -> None:
     """fp8 values live in MSL as their bytes; arithmetic on them would compute on the byte. Triton
     converts fp8 to a wider type before arithmetic, so a kernel that reaches here gets a clear refusal."""
-    for v in list(op.operands) + list(op.results):
-        if elem_type(v).name in FP8_FORMATS:
-            raise em.unsupported(f"{op.name} on {elem_type(v).name} values is not supported; convert to float16 "
+    for name in element_types(op):
+        if name in FP8_FORMATS:
+            raise em.unsupported(f"{op.name} on {name} values is not supported; convert to float16 "
                                  "or float32 first (x.to(tl.float32))")
 
 
@@ -415,7 +415,6 @@ def _int_func(em: FunctionEmitter, op: Op) -> None:
 # Unless the kernel opts into allow_fp64_demotion, float64 values are `tt_double`, IEEE binary64 in software
 # (soft_f64.py): every elementwise op that touches one lowers through soft_f64's tables instead.
 
-F64 = ScalarType("f64")
 _INT_CAST_OPS = ("arith.sitofp", "arith.uitofp", "arith.fptosi", "arith.fptoui")
 
 
@@ -464,7 +463,7 @@ def _lower_f64(em: FunctionEmitter, op: Op) -> None:
 
 
 def _touches_f64(op: Op) -> bool:
-    return any(elem_type(v) == F64 for v in list(op.operands) + list(op.results))
+    return "f64" in element_types(op)
 
 
 def _or_soft_f64(lower):

@@ -71,6 +71,11 @@ def elem_type(v: Value) -> Type:
     return v.type.element if isinstance(v.type, (TensorType, MemDescType)) else v.type
 
 
+def element_types(op: Op) -> List[str]:
+    """The element type of every operand and result of `op`, as printed (`f32`, `f8E5M2`, `!tt.ptr<f16>`)."""
+    return [str(elem_type(v)) for v in list(op.operands) + list(op.results)]
+
+
 def _identifier(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_]", "_", text) or "v"
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..ir import Op
 from .elementwise_ops import elementwise
-from .emitter import FunctionEmitter, elem_type
+from .emitter import FunctionEmitter, elem_type, element_types
 from . import soft_f64
 from .msl_helpers import METAL_MATH, metal_math
 from .registry import OpFamily
@@ -39,7 +39,7 @@ def _extern(em: FunctionEmitter, op: Op) -> None:
     name = symbol[len("apple."):]
     res_ty = elem_type(op.result)
     ct = em.ctype(res_ty)
-    if any(elem_type(v).name.startswith("f8") for v in list(op.operands) + [op.result]):
+    if any(t.startswith("f8") for t in element_types(op)):
         raise em.unsupported(f"libdevice.{name} on fp8 values is not supported; convert to float32 first")
     if any(em.ctype(elem_type(v)) == "tt_double" for v in list(op.operands) + [op.result]):  # software float64
         _extern_f64(em, op, name)
