@@ -235,7 +235,6 @@ def registers_per_thread(max_threads: int, fam: str) -> int:
     return max(1, min(MAX_REGS_PER_THREAD, family(fam).regs_per_core // max(1, max_threads)))
 
 
-@functools.lru_cache(None)
 def device_properties(mode: str, fam: str) -> dict:
     """What `driver.active.utils.get_device_properties` reports, in the units upstream's CUDA driver uses.
 

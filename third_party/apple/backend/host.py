@@ -44,6 +44,7 @@ def _sysctl(name: str) -> str:  # pragma: no cover - needs a Mac
         return ""
 
 
+@functools.lru_cache(None)
 def mac_gpu_cores() -> Optional[int]:  # pragma: no cover - needs a Mac
     """GPU cores of this Mac (`gpu-core-count` of the AGX accelerator in the I/O registry), None if unknown."""
     import re
