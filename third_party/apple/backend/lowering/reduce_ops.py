@@ -31,18 +31,27 @@ _SIMD_TYPES = {"float", "half", "int", "uint", "short", "ushort"}
 _UNSIGNED_TWIN = {"int": "uint", "short": "ushort", "uint": "uint", "ushort": "ushort"}
 
 
+def single_combine_op(op: Op) -> Optional[Op]:
+    """The op of a reduce/scan combine region that is exactly `return a <op> b` of its two arguments (in
+    either order), else None."""
+    block = op.regions[0].entry
+    if len(block.ops) != 2 or len(block.args) != 2:
+        return None
+    combine, ret = block.ops
+    if list(ret.operands) != [combine.result] or len(combine.operands) != 2 or \
+            {id(v) for v in combine.operands} != {id(a) for a in block.args}:
+        return None
+    return combine
+
+
 def _simd_builtin(op: Op, ctypes: List[str]) -> Optional[Tuple[str, str]]:
     """(Metal SIMD reduction, cast to apply first or "") when `op`'s combine region is exactly one op Metal
     reduces natively, on a type Metal's SIMD functions take; else None. Integer sums and products run
     unsigned, where overflow wraps as Triton's do."""
     if len(ctypes) != 1 or ctypes[0] not in _SIMD_TYPES:
         return None
-    block = op.regions[0].entry
-    if len(block.ops) != 2:
-        return None
-    combine, ret = block.ops
-    if combine.name not in _SIMD_REDUCTIONS or list(ret.operands) != [combine.result] or \
-            {id(v) for v in combine.operands} != {id(a) for a in block.args}:
+    combine = single_combine_op(op)
+    if combine is None or combine.name not in _SIMD_REDUCTIONS:
         return None
     fn, kind = _SIMD_REDUCTIONS[combine.name]
     if kind == "u":
