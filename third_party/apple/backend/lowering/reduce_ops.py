@@ -2,8 +2,8 @@
 
 The linear layout of the operand says where the reduced axis lives: register bits whose basis points
 along the axis are combined inside each thread, lane bits by a Metal SIMD reduction (`simd_sum`,
-`simd_max`, ... when the combine is one such op over all 32 lanes) or `simd_shuffle_xor` butterflies, and
-warp bits through threadgroup memory. The combine region becomes an MSL function called at every step.
+`simd_max`, ... when the combine is one such op; lines that share a simdgroup take turns, the other lanes
+contributing the identity) or `simd_shuffle_xor` butterflies, and warp bits through threadgroup memory. The combine region becomes an MSL function called at every step.
 """
 from __future__ import annotations
 
@@ -28,6 +28,23 @@ _SIMD_REDUCTIONS = {
     "arith.ori": ("simd_or", ""), "arith.xori": ("simd_xor", ""),
 }
 _SIMD_TYPES = {"float", "half", "int", "uint", "short", "ushort"}
+# Lines of a reduction sharing one simdgroup each take a turn at the builtin; past this many turns the
+# shuffle butterfly (one shuffle and one combine per lane bit) is used instead.
+_MAX_BUILTIN_TURNS = 8
+# The value each builtin leaves every other value unchanged with, per MSL type (-0.0: x + -0.0 == x for every
+# float x, including -0.0).
+_INT_LIMITS = {"int": ("(-2147483647 - 1)", "2147483647"), "short": ("-32768", "32767"),
+               "uint": ("0", "0xFFFFFFFFu"), "ushort": ("0", "0xFFFF")}
+
+
+def _identity(fn: str, ct: str) -> str:
+    if fn == "simd_sum":
+        return f"{ct}(-0.0)" if ct in ("float", "half") else f"{ct}(0)"
+    if fn == "simd_product":
+        return f"{ct}(1)"
+    if fn in ("simd_max", "simd_min"):
+        return f"{ct}({_INT_LIMITS[ct][0 if fn == 'simd_max' else 1]})"
+    return f"{ct}(~{ct}(0))" if fn == "simd_and" else f"{ct}(0)"
 _UNSIGNED_TWIN = {"int": "uint", "short": "ushort", "uint": "uint", "ushort": "ushort"}
 
 
@@ -58,6 +75,20 @@ def _simd_builtin(op: Op, ctypes: List[str]) -> Optional[Tuple[str, str]]:
         twin = _UNSIGNED_TWIN.get(ctypes[0])
         return (fn, twin if twin != ctypes[0] else "") if twin else None
     return fn, ""
+
+
+def _reduce_in_turns(em: FunctionEmitter, fn: str, rt: str, ct: str, acc: str, value: str, seg: str,
+                     off_lanes: List[int]) -> None:
+    """acc = the builtin `fn` (run in MSL type `rt`) over the lanes of this lane's line: every line takes a
+    turn, the lanes of the other lines contributing the identity."""
+    identity = _identity(fn, rt)
+    mine = em.temp("red")
+    em.emit(f"const {rt} {mine} = {value};")
+    for turn in range(1 << len(off_lanes)):
+        sv = sum(1 << b for j, b in enumerate(off_lanes) if turn >> j & 1)
+        p = em.temp("turn")
+        em.emit(f"const {rt} {p} = {fn}({seg} == {sv} ? {mine} : {identity});")
+        em.emit(f"{acc} = {seg} == {sv} ? {ct}({p}) : {acc};" if rt != ct else f"{acc} = {seg} == {sv} ? {p} : {acc};")
 
 
 def _classify(bases: Sequence[Tuple[int, ...]], axis: int, what: str, em: FunctionEmitter) -> Tuple[List[int], List[int]]:
@@ -110,14 +141,25 @@ def _reduce(em: FunctionEmitter, op: Op) -> None:
             idx = f"({base}) ^ ({spread})" if base != "0" else spread
             em.emit(call(k, [s.at(idx) for s in srcs]))
             em.close()
-    # 2. across the lanes of a simdgroup: a Metal SIMD reduction when it computes the combine over all 32
-    # lanes, else a simd_shuffle_xor butterfly over the lane bits along the axis
-    builtin = _simd_builtin(op, ctypes) if sorted(red_lanes) == list(range(len(lay.lane))) else None
-    if red_lanes and builtin:
+    # 2. across the lanes of a simdgroup: a Metal SIMD reduction when the combine is one op Metal reduces
+    # natively (lines that share the simdgroup take turns at it, the other lanes contributing the identity),
+    # else a simd_shuffle_xor butterfly over the lane bits along the axis
+    off_lanes = [b for b in range(len(lay.lane)) if b not in red_lanes]
+    builtin = _simd_builtin(op, ctypes) if red_lanes and (1 << len(off_lanes)) <= _MAX_BUILTIN_TURNS else None
+    if builtin:
         fn, cast = builtin
+        ct = ctypes[0]
+        seg = ""
+        if off_lanes:
+            seg = em.temp("line")
+            em.emit(f"const uint {seg} = tt_lane & {sum(1 << b for b in off_lanes)};")
         with em.for_regs(K, "k") as k:
             acc = f"{accs[0]}[{k}]"
-            em.emit(f"{acc} = {ctypes[0]}({fn}({cast}({acc})));" if cast else f"{acc} = {fn}({acc});")
+            value = f"{cast}({acc})" if cast else acc
+            if not off_lanes:
+                em.emit(f"{acc} = {ct}({fn}({value}));" if cast else f"{acc} = {fn}({acc});")
+            else:
+                _reduce_in_turns(em, fn, cast or ct, ct, acc, value, seg, off_lanes)
     elif red_lanes:
         shuffles = [em.ctx.require_shuffle("simd_shuffle_xor", ct) for ct in ctypes]
         with em.for_regs(K, "k") as k:

@@ -1,0 +1,131 @@
+"""Reductions whose axis covers only some lanes of a simdgroup (several lines share it) use Metal's SIMD
+reductions in turns, the other lanes contributing the identity; checked against torch for every combine Metal
+reduces natively, on the types its SIMD functions take, with the MSL checked for the builtin."""
+import zlib
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from conftest import compile_for_apple
+
+
+@triton.jit
+def _and(a, b):
+    return a & b
+
+
+@triton.jit
+def _or(a, b):
+    return a | b
+
+
+@triton.jit
+def _xor(a, b):
+    return a ^ b
+
+
+@triton.jit
+def reduce_kernel(x_ptr, y_ptr, M: tl.constexpr, N: tl.constexpr, AXIS: tl.constexpr, OP: tl.constexpr):
+    offs = tl.arange(0, M)[:, None] * N + tl.arange(0, N)[None, :]
+    x = tl.load(x_ptr + offs)
+    if OP == "sum":
+        y = tl.sum(x, AXIS)
+    elif OP == "prod":
+        y = tl.reduce(x, AXIS, _prod)
+    elif OP == "max":
+        y = tl.max(x, AXIS)
+    elif OP == "min":
+        y = tl.min(x, AXIS)
+    elif OP == "and":
+        y = tl.reduce(x, AXIS, _and)
+    elif OP == "or":
+        y = tl.reduce(x, AXIS, _or)
+    else:
+        y = tl.reduce(x, AXIS, _xor)
+    if AXIS == 0:
+        tl.store(y_ptr + tl.arange(0, N), y)
+    else:
+        tl.store(y_ptr + tl.arange(0, M), y)
+
+
+@triton.jit
+def _prod(a, b):
+    return a * b
+
+
+def _reference(x, axis, op):
+    if op == "sum":
+        return x.double().sum(axis) if x.is_floating_point() else x.long().sum(axis)
+    if op == "prod":
+        return x.double().prod(axis) if x.is_floating_point() else x.long().prod(axis)
+    if op == "max":
+        return x.max(axis).values
+    if op == "min":
+        return x.min(axis).values
+    out = x.select(axis, 0).clone()
+    for i in range(1, x.shape[axis]):
+        v = x.select(axis, i)
+        out = out & v if op == "and" else out | v if op == "or" else out ^ v
+    return out
+
+
+def _input(dtype, op, shape, seed):
+    g = torch.Generator().manual_seed(seed)
+    if dtype.is_floating_point:
+        if op == "prod":
+            return (1 + (torch.rand(shape, generator=g) - 0.5) * 0.02).to(dtype)
+        return torch.randn(shape, generator=g).to(dtype)
+    if op == "prod":
+        return torch.randint(1, 3, shape, generator=g).to(dtype)
+    if op in ("and", "or", "xor"):
+        return torch.randint(-(1 << 14), 1 << 14, shape, generator=g).to(dtype)
+    low = 0 if dtype == torch.uint16 else -30000
+    return torch.randint(low, 30000, shape, generator=g).to(dtype)
+
+
+CASES = [("sum", torch.float32), ("sum", torch.float16), ("sum", torch.int32), ("sum", torch.int16),
+         ("prod", torch.float32), ("prod", torch.int32), ("max", torch.int32), ("min", torch.int32),
+         ("max", torch.int16), ("min", torch.int16), ("and", torch.int32), ("or", torch.int32),
+         ("xor", torch.int16)]
+
+
+@pytest.mark.parametrize("op,dtype", CASES)
+@pytest.mark.parametrize("shape,axis", [((8, 16), 1), ((16, 8), 1), ((16, 64), 0), ((4, 64), 1), ((32, 32), 1)])
+@pytest.mark.parametrize("num_warps", [1, 4])
+def test_reduce_lines_sharing_a_simdgroup(op, dtype, shape, axis, num_warps, device):
+    x = _input(dtype, op, shape, zlib.crc32(repr((op, str(dtype), shape, axis, num_warps)).encode()))
+    n_out = shape[1 - axis]
+    y = torch.empty(n_out, dtype=dtype, device=device)
+    reduce_kernel[(1, )](x.to(device), y, M=shape[0], N=shape[1], AXIS=axis, OP=op, num_warps=num_warps)
+    ref = _reference(x, axis, op)
+    y = y.cpu()
+    if not dtype.is_floating_point:
+        assert torch.equal(y, ref.to(dtype))
+        return
+    n = shape[axis]
+    u = 2**-24 if dtype == torch.float32 else 2**-11
+    scale = x.double().abs().sum(axis) if op == "sum" else ref.abs()
+    assert ((y.double() - ref).abs() <= 1.01 * (n - 1) * u * scale + u * ref.abs() + 1e-30).all()
+
+
+def _msl(op, shape, axis, dtype="fp32", num_warps=4):
+    consts = dict(M=shape[0], N=shape[1], AXIS=axis, OP=op)
+    k = compile_for_apple(reduce_kernel, {"x_ptr": f"*{dtype}", "y_ptr": f"*{dtype}", **{c: "constexpr" for c in consts}},
+                          consts, num_warps=num_warps)
+    msl = k.asm["msl"]
+    return msl.decode() if isinstance(msl, bytes) else msl
+
+
+@pytest.mark.parametrize("op,dtype,builtin", [("sum", "fp32", "simd_sum"), ("max", "i32", "simd_max"),
+                                              ("and", "i32", "simd_and"), ("prod", "fp16", "simd_product")])
+def test_builtin_in_turns(op, dtype, builtin):
+    msl = _msl(op, (8, 16), 1, dtype)
+    assert f"{builtin}(" in msl and "simd_shuffle" not in msl
+
+
+def test_float_max_keeps_the_butterfly():
+    # Metal does not promise Triton's NaN rules for simd_max on floats
+    msl = _msl("max", (8, 16), 1)
+    assert "simd_max" not in msl and "simd_shuffle_xor" in msl
