@@ -193,6 +193,81 @@ typedef struct tt_simd_xchg {
 
 #define TT_EMU_NO_LANE 0xffffffffu
 
+/* ---- simdgroup_matrix operations without a rendezvous (metal_simdgroup_matrix.h) ----
+
+   Every simdgroup has a stream of simdgroup_matrix operations (load, store, multiply, diagonal constructor):
+   op n is the n-th such call of each lane. A lane issues its ops without waiting for the others: the first
+   lane at op n records the call site (and, for a multiply, the instantiation) in ring[n % TT_SGM_WINDOW]; the
+   other lanes compare theirs with it (a mismatch is a divergence at once) and add their bit to `lanes`. Op n
+   is complete when all 32 lanes have issued it; ops complete in order (`completed` counts them). A lane
+   stays at most TT_SGM_WINDOW ops ahead of the op that completes next (it waits, __tt_sgm_wait).
+
+   Fragment values shared by the simdgroup live in records (tt_sgm_rec): a simdgroup_load whose lanes pass the
+   same arguments reads the whole 8x8 tile once, by the first lane, into a record, and each lane's fragment
+   refers to it; a multiply is deferred: its record collects the operands (a record shared by the lanes, or the
+   lane's own two elements) and the lane whose issue completes the op computes D for the whole simdgroup. A lane
+   that reads a fragment whose multiply is not computed yet waits (__tt_sgm_wait) until it is. Records are
+   reference-counted by the fragments (and pending multiplies) that refer to them.
+
+   The runtime checks that the stream is complete (every lane issued every op) whenever the simdgroup meets
+   otherwise (a barrier, a SIMD-group function) and when a lane returns, so that an op not reached by every
+   lane is still reported. */
+#define TT_SGM_WINDOW 128
+
+typedef struct tt_sgm_rec {
+  float d[64];         /* the value (a loaded tile, a multiply's result rounded to its type), as float; dense 8x8 */
+  float in[3][64];     /* multiply operands: the parts of the lanes in own[k], deposited as values */
+  struct tt_sgm_rec *shared[3];                 /* operand k of the other lanes: this record's value... */
+  struct tt_sgm_rec *src[3][TT_EMU_SIMD_WIDTH]; /* ...except for the lanes in refd[k]: this one's */
+  uint32_t own[3], refd[3];
+  struct tt_sgm_state *st;
+  struct tt_sgm_rec *next_free;
+  uint32_t refs; /* fragments and pending multiplies that refer to this record */
+  uint32_t done; /* d is valid */
+} tt_sgm_rec;
+
+typedef struct tt_sgm_op {
+  const char *what; /* operation name; with line and col: the call site */
+  uint32_t line, col;
+  const void *tag;  /* multiply: the instantiation (element types); 0 otherwise */
+  tt_sgm_rec *rec;  /* multiply: its record; load: the tile, if the lanes' arguments agree */
+  const void *ptr;  /* load: the first lane's arguments */
+  uint64_t ld, ox, oy;
+  uint32_t transpose;
+  uint32_t lanes;   /* lanes that issued this op */
+} tt_sgm_op;
+
+typedef struct tt_sgm_state {
+  uint32_t n[TT_EMU_SIMD_WIDTH]; /* ops issued per lane */
+  uint32_t issued, completed;
+  uint32_t full;    /* lanes that exist in this simdgroup */
+  uint32_t done;    /* lanes that returned */
+  uint32_t waiting; /* lanes blocked in __tt_sgm_wait */
+  uint32_t sg;      /* simdgroup index */
+  tt_sgm_rec *free; /* unused records */
+  volatile uint32_t *op_lane; /* as tt_simd_xchg.op_lane: the lane whose elements a whole-tile load reads */
+  tt_sgm_op ring[TT_SGM_WINDOW];
+} tt_sgm_state;
+
+enum {
+  TT_SGM_NOT_ALL_LANES = 1, /* an op in a partial simdgroup or after a lane returned */
+  TT_SGM_OTHER_SITE = 2,    /* op n at another call site than the lanes before */
+  TT_SGM_OTHER_TYPES = 3,   /* op n in another instantiation of the same call site */
+};
+
+/* The calling lane's simdgroup stream; *lane receives the lane. */
+tt_sgm_state *__tt_sgm_enter(uint32_t *lane);
+/* Blocks the calling lane until another lane of its simdgroup completes an op (the caller re-checks what it
+   waits for). `what`/line/col say where it waits (deadlock reports). */
+void __tt_sgm_wait(tt_sgm_state *st, const char *what, uint32_t line, uint32_t col);
+/* Makes the waiting lanes of the simdgroup runnable. */
+void __tt_sgm_wake(tt_sgm_state *st);
+/* A new record (st->free was empty). */
+tt_sgm_rec *__tt_sgm_grow(tt_sgm_state *st);
+/* Fails the launch for the op that `lane` was issuing (why: TT_SGM_*). */
+void __tt_sgm_fail(tt_sgm_state *st, int32_t why, uint32_t lane, const char *what, uint32_t line, uint32_t col)
+    __attribute__((noreturn));
+
 /* Threadgroup barrier: every live thread of the threadgroup must arrive at the same call site. */
 void __tt_barrier(uint32_t flags, uint32_t line, uint32_t col);
 /* SIMD-group rendezvous (collectives and simdgroup_barrier). Returns the exchange area once all

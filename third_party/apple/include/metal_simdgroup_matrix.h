@@ -5,16 +5,29 @@
  * 4*((l>>3)&1) + 2*(l&1) + j, where j in {0, 1} indexes thread_elements().
  *
  * Every operation is a SIMD-group operation: all 32 lanes must take part, at the same call site, or the
- * launch fails (strict). simdgroup_load/store touch only the calling lane's two elements. A multiply runs
- * once for the whole simdgroup: each lane deposits a pointer to its operands at the rendezvous, and the lane
- * that runs first afterwards (tt_simd_xchg.first) gathers the four 8x8 matrices from all lanes, computes
+ * launch fails (strict). The lanes do not wait for each other at each operation (see tt_sgm_state in
+ * emulator_runtime.h): each lane issues its operations in order, the first lane at an operation records its
+ * call site and the others are checked against it, and the runtime checks at barriers, SIMD-group functions
+ * and returns that no lane skipped one.
+ *
+ * Values shared by the simdgroup live in records: a simdgroup_load with the same arguments in every lane reads
+ * the whole tile once (the first lane, naming each lane's elements if an access faults) and the lanes'
+ * fragments refer to it; a lane whose arguments differ loads its own two elements. A multiply is deferred: each
+ * lane adds its operands to the op's record (a reference when its operand is a record the lanes share, else
+ * its two elements), its destination refers to the record, and the lane whose issue completes the op computes
  * D = A * B + C in float (each element: C, then the products added in k order, every operation rounded to
- * float) and writes every lane's two elements of D, rounded once to the destination type, before any other
- * lane resumes. The header's own code is exempt from the array-bounds sanitizer (its indices are in range by
- * construction); user code is not.
+ * float), rounded once to the destination type. A lane reading a fragment whose multiply is not computed yet
+ * (thread_elements(), simdgroup_store) waits until the other lanes have issued it.
+ *
+ * A reference returned by thread_elements() is to the fragment's own elements as they were when it was taken:
+ * a later multiply, load or assignment into the fragment is seen through a new call of thread_elements().
+ * The header's own code is exempt from the array-bounds sanitizer (its indices are in range by construction);
+ * user code is not.
  */
 #ifndef TT_METAL_SIMDGROUP_MATRIX_H
 #define TT_METAL_SIMDGROUP_MATRIX_H
+
+#define __TT_SGM_INLINE __attribute__((always_inline, no_sanitize("array-bounds"))) inline
 
 namespace __sgm {
 inline uint row(uint lane) { return 4u * (lane >> 4) + ((lane >> 1) & 3u); }
@@ -30,18 +43,76 @@ template <> struct is_elem<float> { static constexpr bool value = true; };
 template <> struct is_elem<half> { static constexpr bool value = true; };
 template <> struct is_elem<bfloat> { static constexpr bool value = true; };
 
-/* Rendezvous of the whole simdgroup; returns the exchange area and this lane's index. */
-inline tt_simd_xchg *all_lanes(const char *op, const void *val, uint size, uint site_line, uint site_col,
-                               uint *lane) {
-  tt_simd_xchg *x = __tt_simd(op, val, size, 0, site_line, site_col, lane);
-  if (x->active != 0xffffffffu) {
-    char msg[200];
-    __builtin_snprintf(msg, sizeof(msg),
-                       "%s needs all 32 lanes of the simdgroup, but only the lanes in mask 0x%08x take part", op,
-                       x->active);
-    __tt_fail(TT_ERR_SIMD, msg, site_line, site_col);
+/* Lane l's element j lives at offset 8 * row(l) + col(l, j) of a dense row-major 8x8 matrix (j = 1 follows
+   j = 0). */
+__TT_SGM_INLINE uint dense(uint l) { return 8u * row(l) + col(l, 0); }
+
+__TT_SGM_INLINE void free_rec(tt_sgm_rec *r) {
+  r->next_free = r->st->free;
+  r->st->free = r;
+}
+__TT_SGM_INLINE void release(tt_sgm_rec *r) {
+  if (--r->refs == 0 && r->done)
+    free_rec(r);
+}
+__TT_SGM_INLINE tt_sgm_rec *new_rec(tt_sgm_state *st) {
+  tt_sgm_rec *r = st->free;
+  if (__builtin_expect(r != nullptr, 1))
+    st->free = r->next_free;
+  else
+    r = __tt_sgm_grow(st);
+  r->refs = 0;
+  r->done = 0;
+  return r;
+}
+
+/* Issues the calling lane's next op (see tt_sgm_state in emulator_runtime.h) and returns its entry and whether
+   the lane is the first at it: checks that the simdgroup is whole, that no lane returned before a new op, and
+   that the lane is at the call site (and instantiation, `tag`) of the lanes before it; waits while the lane is
+   a window ahead of the op that completes next. */
+__TT_SGM_INLINE tt_sgm_op *issue(tt_sgm_state *st, uint lane, const char *what, const void *tag, uint line,
+                                 uint col, bool *first) {
+  if (__builtin_expect(st->full != 0xffffffffu, 0))
+    __tt_sgm_fail(st, TT_SGM_NOT_ALL_LANES, lane, what, line, col);
+  const uint n = st->n[lane];
+  tt_sgm_op *op = &st->ring[n % TT_SGM_WINDOW];
+  *first = false;
+  for (;;) {
+    if (__builtin_expect(n < st->issued, 1)) {
+      if (__builtin_expect(op->line != line || op->col != col ||
+                               (op->what != what && __builtin_strcmp(op->what, what) != 0), 0))
+        __tt_sgm_fail(st, TT_SGM_OTHER_SITE, lane, what, line, col);
+      if (__builtin_expect(op->tag != tag, 0))
+        __tt_sgm_fail(st, TT_SGM_OTHER_TYPES, lane, what, line, col);
+      break;
+    }
+    if (__builtin_expect(st->done != 0, 0)) /* a lane returned: it can never issue this op */
+      __tt_sgm_fail(st, TT_SGM_NOT_ALL_LANES, lane, what, line, col);
+    if (__builtin_expect(n - st->completed < TT_SGM_WINDOW, 1)) {
+      op->what = what;
+      op->line = line;
+      op->col = col;
+      op->tag = tag;
+      op->lanes = 0;
+      op->rec = nullptr;
+      st->issued = n + 1;
+      *first = true;
+      break;
+    }
+    __tt_sgm_wait(st, what, line, col);
   }
-  return x;
+  st->n[lane] = n + 1;
+  op->lanes |= 1u << lane;
+  return op;
+}
+
+/* After the lane's part of `op`: the lane that completed it (the last of the 32) counts it and wakes waiters. */
+__TT_SGM_INLINE void issued(tt_sgm_state *st, const tt_sgm_op *op) {
+  if (op->lanes == 0xffffffffu) {
+    st->completed++;
+    if (st->waiting)
+      __tt_sgm_wake(st);
+  }
 }
 } // namespace __sgm
 
@@ -49,19 +120,64 @@ template <class T, int Rows, int Cols> struct simdgroup_matrix {
   static_assert(Rows == 8 && Cols == 8, "the emulator provides 8x8 simdgroup matrices only");
   static_assert(__sgm::is_elem<T>::value, "simdgroup_matrix element type must be float, half or bfloat");
   typedef T thread_elements_t __attribute__((ext_vector_type(2)));
-  thread_elements_t __e;
+  /* The lane's two elements when __r is 0; otherwise the value is the lane's part of record __r's (a shared
+     tile or a multiply's result, computed or not yet) and __e is stale. */
+  mutable thread_elements_t __e;
+  mutable tt_sgm_rec *__r;
 
-  simdgroup_matrix() : __e(thread_elements_t{T(0), T(0)}) {}
+  simdgroup_matrix() : __e(thread_elements_t{T(0), T(0)}), __r(nullptr) {}
+  simdgroup_matrix(const simdgroup_matrix &o) : __e(o.__e), __r(o.__r) {
+    if (__r)
+      ++__r->refs;
+  }
+  simdgroup_matrix &operator=(const simdgroup_matrix &o) {
+    if (o.__r)
+      ++o.__r->refs;
+    if (__r)
+      __sgm::release(__r);
+    __e = o.__e;
+    __r = o.__r;
+    return *this;
+  }
+  ~simdgroup_matrix() {
+    if (__r)
+      __sgm::release(__r);
+  }
   /* simdgroup_matrix<T, 8, 8>(dval): the diagonal matrix dval * I (MSL Table 6.9). A SIMD-group operation
-     here (each lane needs its position in the fragment), so all 32 lanes must construct it together. */
-  explicit simdgroup_matrix(T dval, __TT_SITE_PARAMS) {
+     here (each lane needs its position in the fragment), so all 32 lanes must construct it, at one call site. */
+  explicit simdgroup_matrix(T dval, __TT_SITE_PARAMS) : __r(nullptr) {
     uint lane;
-    __sgm::all_lanes("simdgroup_matrix(T)", nullptr, 0, __TT_SITE_ARGS, &lane);
+    bool first;
+    tt_sgm_state *st = __tt_sgm_enter(&lane);
+    const tt_sgm_op *op = __sgm::issue(st, lane, "simdgroup_matrix(T)", nullptr, __TT_SITE_ARGS, &first);
     for (uint j = 0; j < 2; ++j)
       __e[j] = __sgm::col(lane, j) == __sgm::row(lane) ? dval : T(0);
+    __sgm::issued(st, op);
   }
-  thread_elements_t &thread_elements() { return __e; }
-  const thread_elements_t &thread_elements() const { return __e; }
+  /* Replaces the reference to a record by the lane's two elements of its value, waiting for a multiply that
+     the other lanes have not all issued yet. */
+  __attribute__((noinline, no_sanitize("array-bounds"))) void __resolve(uint line, uint col) const {
+    tt_sgm_rec *r = __r;
+    uint lane;
+    tt_sgm_state *st = __tt_sgm_enter(&lane);
+    while (!r->done)
+      __tt_sgm_wait(st, "the result of a simdgroup_multiply_accumulate", line, col);
+    const uint o = __sgm::dense(lane);
+    __e[0] = T(r->d[o]);
+    __e[1] = T(r->d[o + 1]);
+    __r = nullptr;
+    __sgm::release(r);
+  }
+  thread_elements_t &thread_elements(__TT_SITE_PARAMS) {
+    if (__r)
+      __resolve(__TT_SITE_ARGS);
+    return __e;
+  }
+  const thread_elements_t &thread_elements(__TT_SITE_PARAMS) const {
+    if (__r)
+      __resolve(__TT_SITE_ARGS);
+    return __e;
+  }
 };
 
 typedef simdgroup_matrix<float, 8, 8> simdgroup_float8x8;
@@ -75,15 +191,67 @@ template <class T, int R, int C> inline simdgroup_matrix<T, R, C> make_filled_si
   return m;
 }
 
+namespace __sgm {
+/* The first lane of a load reads the whole tile into a record, in lane order; a fault names the lane whose
+   element it is (op_lane). */
+template <class T, class P>
+__attribute__((noinline, no_sanitize("array-bounds"))) tt_sgm_rec *
+load_tile(tt_sgm_state *st, P src, ulong ld, ulong2 origin, bool transpose) {
+  tt_sgm_rec *r = new_rec(st);
+  for (uint l = 0; l < TT_EMU_SIMD_WIDTH; ++l) {
+    *st->op_lane = l;
+    const uint o = dense(l);
+    r->d[o] = float(src[offset(l, 0, ld, origin, transpose)]);
+    r->d[o + 1] = float(src[offset(l, 1, ld, origin, transpose)]);
+  }
+  *st->op_lane = TT_EMU_NO_LANE;
+  r->done = 1;
+  return r;
+}
+
+template <class T, class P>
+__TT_SGM_INLINE void load(simdgroup_matrix<T, 8, 8> &d, P src, ulong ld, ulong2 origin, bool transpose, uint line,
+                          uint col) {
+  uint lane;
+  bool first;
+  tt_sgm_state *st = __tt_sgm_enter(&lane);
+  tt_sgm_op *op = issue(st, lane, "simdgroup_load", nullptr, line, col, &first);
+  if (first) {
+    op->ptr = (const void *)src;
+    op->ld = ld;
+    op->ox = origin.x;
+    op->oy = origin.y;
+    op->transpose = transpose;
+    op->rec = load_tile<T>(st, src, ld, origin, transpose);
+    op->rec->refs = 1; /* the op's own reference, until every lane has issued it */
+  }
+  tt_sgm_rec *r = op->rec;
+  if (__builtin_expect(op->ptr == (const void *)src && op->ld == ld && op->ox == origin.x && op->oy == origin.y &&
+                           op->transpose == (uint)transpose, 1)) {
+    ++r->refs;
+    if (d.__r)
+      release(d.__r);
+    d.__r = r;
+  } else { /* arguments of its own: the lane reads its two elements */
+    if (d.__r) {
+      release(d.__r);
+      d.__r = nullptr;
+    }
+    for (uint j = 0; j < 2; ++j)
+      d.__e[j] = src[offset(lane, j, ld, origin, transpose)];
+  }
+  if (op->lanes == 0xffffffffu)
+    release(r);
+  issued(st, op);
+}
+} // namespace __sgm
+
 #define __TT_SGM_LOAD(SPACE)                                                                           \
   template <class T>                                                                                   \
-  inline void simdgroup_load(simdgroup_matrix<T, 8, 8> &d, const SPACE T *src,                  \
+  inline void simdgroup_load(simdgroup_matrix<T, 8, 8> &d, const SPACE T *src,                         \
                              ulong elements_per_row = 8, ulong2 matrix_origin = ulong2{0, 0},          \
                              bool transpose_matrix = false, __TT_SITE_PARAMS) {                        \
-    uint lane;                                                                                         \
-    __sgm::all_lanes("simdgroup_load", nullptr, 0, __TT_SITE_ARGS, &lane);                             \
-    for (uint j = 0; j < 2; ++j)                                                                       \
-      d.__e[j] = src[__sgm::offset(lane, j, elements_per_row, matrix_origin, transpose_matrix)];       \
+    __sgm::load(d, src, elements_per_row, matrix_origin, transpose_matrix, __TT_SITE_ARGS);            \
   }
 __TT_SGM_LOAD(__TT_TG)
 __TT_SGM_LOAD(__TT_DEV)
@@ -92,11 +260,16 @@ __TT_SGM_LOAD(__TT_CONSTANT)
 
 #define __TT_SGM_STORE(SPACE)                                                                          \
   template <class T>                                                                                   \
-  inline void simdgroup_store(const simdgroup_matrix<T, 8, 8> &a, SPACE T *dst,                 \
+  inline void simdgroup_store(const simdgroup_matrix<T, 8, 8> &a, SPACE T *dst,                        \
                               ulong elements_per_row = 8, ulong2 matrix_origin = ulong2{0, 0},         \
                               bool transpose_matrix = false, __TT_SITE_PARAMS) {                       \
     uint lane;                                                                                         \
-    __sgm::all_lanes("simdgroup_store", nullptr, 0, __TT_SITE_ARGS, &lane);                            \
+    bool first;                                                                                        \
+    tt_sgm_state *st = __tt_sgm_enter(&lane);                                                          \
+    const tt_sgm_op *op = __sgm::issue(st, lane, "simdgroup_store", nullptr, __TT_SITE_ARGS, &first);  \
+    __sgm::issued(st, op);                                                                             \
+    if (a.__r)                                                                                         \
+      a.__resolve(__TT_SITE_ARGS);                                                                     \
     for (uint j = 0; j < 2; ++j)                                                                       \
       dst[__sgm::offset(lane, j, elements_per_row, matrix_origin, transpose_matrix)] = a.__e[j];       \
   }
@@ -105,64 +278,109 @@ __TT_SGM_STORE(__TT_DEV)
 #undef __TT_SGM_STORE
 
 namespace __sgm {
-/* One lane's operands of a multiply, deposited (by address) at the rendezvous. `tag` is the same for every
-   lane only if all lanes run the same instantiation (element types) of the call site. */
-template <class TD, class TA, class TB, class TC> struct mma_operands {
-  typedef TD dest_t;
-  simdgroup_matrix<TD, 8, 8> *d;
-  const simdgroup_matrix<TA, 8, 8> *a;
-  const simdgroup_matrix<TB, 8, 8> *b;
-  const simdgroup_matrix<TC, 8, 8> *c;
-  const void *tag;
-  static const char tag_object;
-};
-template <class TD, class TA, class TB, class TC> const char mma_operands<TD, TA, TB, TC>::tag_object = 0;
+/* The instantiation of a multiply: lanes at one call site must agree on it. */
+template <class TD, class TA, class TB, class TC> struct mma_tag { static const char object; };
+template <class TD, class TA, class TB, class TC> const char mma_tag<TD, TA, TB, TC>::object = 0;
 
-/* Lane l's element j lives at offset 8 * row(l) + col(l, j) of a dense row-major 8x8 matrix. */
-__attribute__((no_sanitize("array-bounds"))) inline uint dense(uint l, uint j) { return 8u * row(l) + col(l, j); }
-
-/* The whole simdgroup's multiply, on the lane that runs first after the rendezvous. */
-template <class R>
-__attribute__((no_sanitize("array-bounds"))) inline void multiply_all(const tt_simd_xchg *x, uint site_line,
-                                                                      uint site_col) {
-  const R *ops[TT_EMU_SIMD_WIDTH];
-  for (uint l = 0; l < TT_EMU_SIMD_WIDTH; ++l) {
-    __builtin_memcpy(&ops[l], x->val[l], sizeof(ops[l]));
-    if (ops[l]->tag != ops[0]->tag)
-      __tt_fail(TT_ERR_DIVERGENCE,
-                "divergent simdgroup_multiply_accumulate: lanes of the simdgroup run different instantiations "
-                "(element types) of the same call site",
-                site_line, site_col);
-  }
-  float A[64], B[64], D[64];
-  for (uint l = 0; l < TT_EMU_SIMD_WIDTH; ++l)
-    for (uint j = 0; j < 2; ++j) {
-      const uint o = dense(l, j);
-      A[o] = float(ops[l]->a->__e[j]);
-      B[o] = float(ops[l]->b->__e[j]);
-      D[o] = float(ops[l]->c->__e[j]);
+/* The lane's part of operand k of a deferred multiply: nothing when its operand is the record the lanes before
+   it share, a reference when it is another record, else its two elements. */
+template <class T>
+__TT_SGM_INLINE void put(tt_sgm_rec *R, uint k, uint lane, const simdgroup_matrix<T, 8, 8> &m) {
+  tt_sgm_rec *s = m.__r;
+  if (__builtin_expect(s != nullptr, 1)) {
+    if (__builtin_expect(s == R->shared[k], 1))
+      return;
+    ++s->refs;
+    if (!R->shared[k]) {
+      R->shared[k] = s;
+    } else {
+      R->src[k][lane] = s;
+      R->refd[k] |= 1u << lane;
     }
+    return;
+  }
+  const uint o = dense(lane);
+  R->in[k][o] = float(m.__e[0]);
+  R->in[k][o + 1] = float(m.__e[1]);
+  R->own[k] |= 1u << lane;
+}
+
+/* Operand k of a complete multiply as a dense float matrix (in `tmp` when the lanes' parts come from several
+   places); drops the references the multiply held. */
+__TT_SGM_INLINE const float *operand(tt_sgm_rec *R, uint k, float *tmp) {
+  const uint own = R->own[k], refd = R->refd[k];
+  tt_sgm_rec *sh = R->shared[k];
+  if (!own && !refd)
+    return sh->d;
+  if (own == 0xffffffffu)
+    return R->in[k];
+  for (uint l = 0; l < TT_EMU_SIMD_WIDTH; ++l) {
+    const uint o = dense(l);
+    const float *from = own >> l & 1 ? R->in[k] : refd >> l & 1 ? R->src[k][l]->d : sh->d;
+    tmp[o] = from[o];
+    tmp[o + 1] = from[o + 1];
+  }
+  return tmp;
+}
+
+/* The whole simdgroup's multiply, by the lane whose issue completed the op: D = A * B + C in float (each
+   element: C, then the products added in k order, every operation rounded to float), rounded once to TD. */
+template <class TD> __attribute__((noinline, no_sanitize("array-bounds"))) void multiply_all(tt_sgm_rec *R) {
+  float ta[64], tb[64], tc[64], D[64];
+  const float *__restrict A = operand(R, 0, ta);
+  const float *__restrict B = operand(R, 1, tb);
+  const float *__restrict C = operand(R, 2, tc);
+  for (uint o = 0; o < 64; ++o)
+    D[o] = C[o];
   for (uint i = 0; i < 8; ++i)   /* D[i][:] = C[i][:] + A[i][0] * B[0][:] + A[i][1] * B[1][:] + ... */
     for (uint k = 0; k < 8; ++k) /* (k increasing, float products and sums, no contraction) */
       for (uint j = 0; j < 8; ++j)
         D[8 * i + j] += A[8 * i + k] * B[8 * k + j];
-  for (uint l = 0; l < TT_EMU_SIMD_WIDTH; ++l)
-    for (uint j = 0; j < 2; ++j)
-      ops[l]->d->__e[j] = typename R::dest_t(D[dense(l, j)]);
+  for (uint o = 0; o < 64; ++o)
+    R->d[o] = float(TD(D[o]));
+  R->done = 1;
+  for (uint k = 0; k < 3; ++k) {
+    if (R->shared[k])
+      release(R->shared[k]);
+    for (uint m = R->refd[k]; m; m &= m - 1)
+      release(R->src[k][__builtin_ctz(m)]);
+  }
+  if (R->refs == 0)
+    free_rec(R);
 }
 } // namespace __sgm
 
+/* A multiply is deferred (see above): the lane adds its operands to the op's record and its D refers to it; the
+   lane that completes the op computes D for the whole simdgroup. */
 template <class TD, class TA, class TB, class TC>
-inline void simdgroup_multiply_accumulate(simdgroup_matrix<TD, 8, 8> &d, const simdgroup_matrix<TA, 8, 8> &a,
-                                          const simdgroup_matrix<TB, 8, 8> &b, const simdgroup_matrix<TC, 8, 8> &c,
-                                          __TT_SITE_PARAMS) {
-  using R = __sgm::mma_operands<TD, TA, TB, TC>;
-  const R mine = {&d, &a, &b, &c, &R::tag_object};
-  const R *p = &mine;
+__attribute__((no_sanitize("array-bounds"))) inline void
+simdgroup_multiply_accumulate(simdgroup_matrix<TD, 8, 8> &d, const simdgroup_matrix<TA, 8, 8> &a,
+                              const simdgroup_matrix<TB, 8, 8> &b, const simdgroup_matrix<TC, 8, 8> &c,
+                              __TT_SITE_PARAMS) {
   uint lane;
-  const tt_simd_xchg *x = __sgm::all_lanes("simdgroup_multiply_accumulate", &p, sizeof(p), __TT_SITE_ARGS, &lane);
-  if (lane == x->first)
-    __sgm::multiply_all<R>(x, __TT_SITE_ARGS);
+  bool first;
+  tt_sgm_state *st = __tt_sgm_enter(&lane);
+  tt_sgm_op *op = __sgm::issue(st, lane, "simdgroup_multiply_accumulate", &__sgm::mma_tag<TD, TA, TB, TC>::object,
+                               __TT_SITE_ARGS, &first);
+  if (first) {
+    tt_sgm_rec *R = __sgm::new_rec(st);
+    for (uint k = 0; k < 3; ++k) {
+      R->shared[k] = nullptr;
+      R->own[k] = R->refd[k] = 0;
+    }
+    op->rec = R;
+  }
+  tt_sgm_rec *R = op->rec;
+  __sgm::put(R, 0, lane, a);
+  __sgm::put(R, 1, lane, b);
+  __sgm::put(R, 2, lane, c);
+  ++R->refs; /* d refers to R from now on (after reading c: d may be c) */
+  if (d.__r)
+    __sgm::release(d.__r);
+  d.__r = R;
+  if (op->lanes == 0xffffffffu)
+    __sgm::multiply_all<TD>(R);
+  __sgm::issued(st, op);
 }
 
 template <class TD, class TA, class TB>
@@ -171,4 +389,5 @@ inline void simdgroup_multiply(simdgroup_matrix<TD, 8, 8> &d, const simdgroup_ma
   simdgroup_multiply_accumulate(d, a, b, make_filled_simdgroup_matrix<TD, 8, 8>(TD(0)), __TT_SITE_ARGS);
 }
 
+#undef __TT_SGM_INLINE
 #endif /* TT_METAL_SIMDGROUP_MATRIX_H */

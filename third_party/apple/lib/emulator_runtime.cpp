@@ -229,7 +229,8 @@ size_t g_tg_guard = kTgGuardBytes;
 // Python; it is only ever sent to the runtime's own pool threads, and only while a launch runs.
 const int kCancelSignal = SIGURG;
 
-enum : uint8_t { T_UNSTARTED, T_RUNNING, T_READY, T_BARRIER, T_SIMD, T_DONE };
+// T_SGM: blocked in __tt_sgm_wait (a simdgroup_matrix result or the op window; see tt_sgm_state)
+enum : uint8_t { T_UNSTARTED, T_RUNNING, T_READY, T_BARRIER, T_SIMD, T_DONE, T_SGM };
 
 struct Fiber {
   Ctx ctx;
@@ -308,6 +309,9 @@ struct Worker {
   uint16_t order[TT_EMU_MAX_THREADS]; // start / release order of the threads (TT_SCHED_*)
   ThreadSt th[TT_EMU_MAX_THREADS];
   SimdGroupSt sg[TT_EMU_MAX_THREADS / TT_EMU_SIMD_WIDTH];
+  // simdgroup_matrix op streams and every record allocated for each simdgroup (reused by later threadgroups)
+  tt_sgm_state sgm[TT_EMU_MAX_THREADS / TT_EMU_SIMD_WIDTH];
+  std::vector<tt_sgm_rec *> sgm_recs[TT_EMU_MAX_THREADS / TT_EMU_SIMD_WIDTH];
   // threadgroup memory: [guard][TT_EMU_TG_MEM_LIMIT bytes][guard], allocated top-down
   char *tg_map = nullptr;
   char *tg_lo = nullptr, *tg_hi = nullptr, *tg_top = nullptr;
@@ -633,10 +637,11 @@ void describe_waiters(Worker *w, Msg &m, uint8_t only_state, int only_simdgroup)
       done.push_back(t);
     } else if (ts.state == T_UNSTARTED) {
       unstarted.push_back(t);
-    } else if ((ts.state == T_BARRIER || ts.state == T_SIMD) && (!only_state || ts.state == only_state)) {
+    } else if ((ts.state == T_BARRIER || ts.state == T_SIMD || ts.state == T_SGM) &&
+               (!only_state || ts.state == only_state)) {
       sites[SiteKey{ts.what ? ts.what : "?", ts.line, ts.col}].push_back(t);
       add_line(w->L->res, ts.line);
-    } else if (ts.state != T_BARRIER && ts.state != T_SIMD) {
+    } else if (ts.state != T_BARRIER && ts.state != T_SIMD && ts.state != T_SGM) {
       other.push_back(t);
     }
   }
@@ -681,6 +686,54 @@ void describe_waiters(Worker *w, Msg &m, uint8_t only_state, int only_simdgroup)
   fail_here(w);
 }
 
+void add_lane_ranges(Msg &m, uint32_t s, uint32_t mask) {
+  std::vector<uint32_t> ids;
+  for (uint32_t l = 0; l < TT_EMU_SIMD_WIDTH; l++)
+    if (mask >> l & 1)
+      ids.push_back(s * TT_EMU_SIMD_WIDTH + l);
+  append_ranges(m, ids);
+}
+
+// The simdgroup_matrix ops of simdgroup s must all be complete when its lanes meet at a barrier or a SIMD-group
+// function (`at`: which), or when a lane returns (`returned`: that thread): an op issued by some lanes only is
+// one that the others skipped.
+void check_sgm_converged(Worker *w, uint32_t s, const char *at, int returned) {
+  tt_sgm_state &st = w->sgm[s];
+  if (st.issued == st.completed)
+    return;
+  const tt_sgm_op &op = st.ring[st.completed % TT_SGM_WINDOW];
+  uint32_t missing = st.full & ~op.lanes;
+  if (returned >= 0) {
+    uint32_t lane = (uint32_t)returned % TT_EMU_SIMD_WIDTH;
+    if (st.n[lane] == st.issued)
+      return;
+    if (begin_error(w->L, w, TT_ERR_SIMD, returned)) {
+      Msg m;
+      m.add("%s needs all 32 lanes of the simdgroup, but only the lanes in mask 0x%08x take part "
+            "(MSL line %u:%u; thread %d returned without it)",
+            op.what, op.lanes, op.line, op.col, returned);
+      where(m, w, returned);
+      add_line(w->L->res, op.line);
+      set_message(w->L, m);
+    }
+    fail_here(w);
+  }
+  if (begin_error(w->L, w, TT_ERR_DIVERGENCE, -1)) {
+    Msg m;
+    m.add("divergent simdgroup_matrix operation");
+    where(m, w, -1);
+    m.add(", simdgroup %u: all 32 lanes must reach the same call site; threads ", s);
+    add_lane_ranges(m, s, op.lanes);
+    m.add(" issued %s (MSL line %u:%u), threads ", op.what, op.line, op.col);
+    add_lane_ranges(m, s, missing);
+    m.add(" reached %s without it;", at);
+    add_line(w->L->res, op.line);
+    describe_waiters(w, m, 0, (int)s);
+    set_message(w->L, m);
+  }
+  fail_here(w);
+}
+
 // All live threads wait at a barrier: check the call sites and release them.
 void complete_barrier(Worker *w, int self) {
   const ThreadSt *ref = nullptr;
@@ -693,6 +746,8 @@ void complete_barrier(Worker *w, int self) {
     else if (ts.line != ref->line || ts.col != ref->col)
       divergence(w, "threadgroup barrier", T_BARRIER, -1);
   }
+  for (uint32_t s = 0; s < w->nsg; s++)
+    check_sgm_converged(w, s, "a threadgroup barrier", -1);
   for (uint32_t k = 0; k < w->N; k++) {
     uint32_t t = w->order[k];
     ThreadSt &ts = w->th[t];
@@ -723,6 +778,7 @@ void complete_simd(Worker *w, uint32_t s, int self) {
   for (uint32_t m = arrived & (arrived - 1); m; m &= m - 1)
     if (!same_site(th[__builtin_ctz(m)], ref))
       divergence(w, "SIMD-group collective", T_SIMD, (int)s);
+  check_sgm_converged(w, s, "a SIMD-group function", -1);
   tt_simd_xchg *x = &g.x[g.gen & 1];
   x->active = arrived;
   x->nlanes = (uint32_t)__builtin_popcount(g.full);
@@ -755,6 +811,8 @@ void complete_simd(Worker *w, uint32_t s, int self) {
 }
 
 void thread_finished(Worker *w, uint32_t t) {
+  check_sgm_converged(w, t / TT_EMU_SIMD_WIDTH, nullptr, (int)t);
+  w->sgm[t / TT_EMU_SIMD_WIDTH].done |= 1u << (t % TT_EMU_SIMD_WIDTH);
   w->th[t].state = T_DONE;
   w->n_done++;
   SimdGroupSt &g = w->sg[t / TT_EMU_SIMD_WIDTH];
@@ -824,6 +882,17 @@ bool run_threadgroup(Worker *w, uint64_t linear) {
     SimdGroupSt &g = w->sg[s];
     g.arrived = g.done = 0;
     g.gen = 0;
+    tt_sgm_state &st = w->sgm[s];
+    memset(st.n, 0, sizeof(st.n));
+    st.issued = st.completed = st.done = st.waiting = 0;
+    st.full = g.full;
+    st.sg = s;
+    st.op_lane = &w->op_lane;
+    st.free = nullptr; // every record is free again (a failed threadgroup may have left some referenced)
+    for (tt_sgm_rec *r : w->sgm_recs[s]) {
+      r->next_free = st.free;
+      st.free = r;
+    }
   }
   w->nsites = 0;
   w->op_lane = TT_EMU_NO_LANE;
@@ -1926,6 +1995,99 @@ TT_EXPORT tt_simd_xchg *__tt_simd(const char *op, const void *val, uint32_t size
     schedule_away(w);
   check_cancel(w);
   return x;
+}
+
+TT_EXPORT tt_sgm_state *__tt_sgm_enter(uint32_t *lane) {
+  Worker *w = tl_worker;
+  uint32_t t = w->cur_thread;
+  *lane = t % TT_EMU_SIMD_WIDTH;
+  return &w->sgm[t / TT_EMU_SIMD_WIDTH];
+}
+
+TT_EXPORT void __tt_sgm_wait(tt_sgm_state *st, const char *what, uint32_t line, uint32_t col) {
+  Worker *w = tl_worker;
+  HookScope scope(w);
+  check_cancel(w);
+  uint32_t t = w->cur_thread;
+  ThreadSt &ts = w->th[t];
+  ts.state = T_SGM;
+  ts.size = 0;
+  ts.line = line;
+  ts.col = col;
+  ts.what = what;
+  st->waiting |= 1u << (t % TT_EMU_SIMD_WIDTH);
+  schedule_away(w);
+  check_cancel(w);
+}
+
+TT_EXPORT void __tt_sgm_wake(tt_sgm_state *st) {
+  Worker *w = tl_worker;
+  uint32_t base = st->sg * TT_EMU_SIMD_WIDTH, m = st->waiting;
+  st->waiting = 0;
+  if (w->L->d->schedule == TT_SCHED_REVERSE) {
+    for (; m; m &= ~(1u << (31 - __builtin_clz(m)))) {
+      uint32_t t = base + 31u - (uint32_t)__builtin_clz(m);
+      w->th[t].state = T_READY;
+      rq_push(w, t);
+    }
+  } else {
+    for (; m; m &= m - 1) {
+      uint32_t t = base + (uint32_t)__builtin_ctz(m);
+      w->th[t].state = T_READY;
+      rq_push(w, t);
+    }
+  }
+}
+
+TT_EXPORT tt_sgm_rec *__tt_sgm_grow(tt_sgm_state *st) {
+  Worker *w = tl_worker;
+  HookScope scope(w);
+  tt_sgm_rec *r = (tt_sgm_rec *)aligned_alloc(64, (sizeof(tt_sgm_rec) + 63) / 64 * 64);
+  if (!r) {
+    if (begin_error(w->L, w, TT_ERR_INTERNAL, (int)w->cur_thread)) {
+      Msg m;
+      m.add("out of memory for simdgroup_matrix results");
+      where(m, w, (int)w->cur_thread);
+      set_message(w->L, m);
+    }
+    fail_here(w);
+  }
+  memset(r, 0, sizeof(*r));
+  r->st = st;
+  w->sgm_recs[st->sg].push_back(r);
+  return r;
+}
+
+TT_EXPORT void __tt_sgm_fail(tt_sgm_state *st, int32_t why, uint32_t lane, const char *what, uint32_t line,
+                             uint32_t col) {
+  Worker *w = tl_worker;
+  w->in_kernel = 0;
+  uint32_t s = st->sg, t = s * TT_EMU_SIMD_WIDTH + lane;
+  const tt_sgm_op &op = st->ring[st->n[lane] % TT_SGM_WINDOW];
+  int kind = why == TT_SGM_NOT_ALL_LANES ? TT_ERR_SIMD : TT_ERR_DIVERGENCE;
+  if (begin_error(w->L, w, kind, (int)t)) {
+    Msg m;
+    if (why == TT_SGM_NOT_ALL_LANES) {
+      m.add("%s needs all 32 lanes of the simdgroup, but only the lanes in mask 0x%08x take part (MSL line %u:%u)",
+            what, st->full & ~st->done, line, col);
+    } else {
+      m.add("divergent %s", why == TT_SGM_OTHER_TYPES ? what : "simdgroup_matrix operation");
+      if (why == TT_SGM_OTHER_TYPES)
+        m.add(": lanes of the simdgroup run different instantiations (element types) of the same call site "
+              "(MSL line %u:%u)", line, col);
+      else
+        m.add(": all 32 lanes of a simdgroup must reach the same call site");
+      m.add(";\n  threads ");
+      add_lane_ranges(m, s, op.lanes);
+      m.add(" issued %s (MSL line %u:%u)%s;\n  thread %u issues %s (MSL line %u:%u)", op.what, op.line, op.col,
+            why == TT_SGM_OTHER_TYPES ? " in another instantiation" : "", t, what, line, col);
+      add_line(w->L->res, op.line);
+    }
+    add_line(w->L->res, line);
+    where(m, w, (int)t);
+    set_message(w->L, m);
+  }
+  fail_here(w);
 }
 
 TT_EXPORT void *__tt_tg_alloc(uint32_t site, uint32_t size, uint32_t align, const char *name) {
