@@ -260,24 +260,25 @@ def test_float64_tensor_argument_names_kernel_and_argument():
         scale_rows[(1, )](torch.zeros(4), torch.zeros(4, dtype=torch.float64), 4, allow_fp64_demotion=True)
 
 
+MSL_K = """#include <metal_stdlib>
+using namespace metal;
+kernel void k(device float* x [[buffer(0)]], constant int& n [[buffer(1)]], constant float& s [[buffer(2)]],
+              uint i [[thread_position_in_grid]], uint3 ntg [[threadgroups_per_grid]],
+              uint3 tptg [[threads_per_threadgroup]]) {
+    if ((int)i < n) x[i] = s * float(ntg.x * 1000 + tptg.x);
+}
+"""
+
+
 def test_launch_runs_where_load_binary_put_the_kernel(monkeypatch):
     """The `cpu` driver on a Mac: the kernel was loaded for the emulator, so it runs there and scalars are
-    bound for the emulator, whatever the machine's own device."""
-    from triton.backends.apple.emulator import Scalar
+    bound for the emulator (packed by the native launcher), whatever the machine's own device."""
+    import torch
     monkeypatch.setattr(drv, "device_mode", lambda: "metal")
     la = _launcher(PARAMS, {"x": "*fp32", "n": "i32", "s": "fp32"})
-    launched = {}
-
-    class Kernel:
-
-        def launch(self, grid, threadgroup, buffers):
-            launched.update(grid=grid, threadgroup=threadgroup, buffers=buffers)
-
-    fn = drv.EmulatorFunction("k", "")
-    fn._kernel = Kernel()
-    import torch
-    x = torch.zeros(4)
+    fn = drv.EmulatorFunction("k", MSL_K)  # what load_binary gives the `cpu` driver
+    x = torch.zeros(300)
     la(2, 1, 1, 0, fn, None, None, None, None, x, 3, 0.5)
     assert la.mode == "emulator"
-    assert launched["grid"] == (2, 1, 1) and launched["threadgroup"] == (128, 1, 1)
-    assert launched["buffers"][0] is x and isinstance(launched["buffers"][1], Scalar)
+    # grid (2, 1, 1) of 128 threads (num_warps 4), n = 3, s = 0.5
+    assert x[:3].tolist() == [0.5 * (2 * 1000 + 128)] * 3 and not x[3:].any()

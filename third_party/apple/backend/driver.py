@@ -216,6 +216,10 @@ class EmulatorFunction:
         self.source = source
         self._kernel = None
 
+    @property
+    def is_compiled(self) -> bool:
+        return self._kernel is not None
+
     def compiled(self, locations: MslLocations):
         if self._kernel is None:
             from .emulator import EmulatorCompileError, compile_msl
@@ -301,6 +305,24 @@ def _warn_soft_f64(kernel: str) -> None:
                   "values in float32 instead", UserWarning, stacklevel=3)
 
 
+def _emulator_converter(kernel: str, plan: List[tuple]):
+    """What the native launcher calls for an argument it does not bind itself (anything but a CPU torch tensor
+    or an in-range Python number): the checks of `AppleLauncher.bind`, which raise `KernelArgError` naming the
+    argument, or the value to bind (a `triton.reinterpret` view's tensor, an emulator Scalar). A closure over
+    data, not a launcher method: the plan that holds it is held by the launcher."""
+    from . import emulator
+
+    def convert(slot: int, value: Any) -> Any:
+        if slot >= len(plan):  # the debug buffer
+            return value
+        _, p = plan[slot]
+        if p["kind"] == "pointer":
+            return _tensor_argument(kernel, p, value)
+        return emulator.Scalar(_check_scalar(kernel, p, value), p["msl_type"])
+
+    return convert
+
+
 class AppleLauncher:
     """Binds Triton's launch arguments to the kernel's buffer slots and dispatches one grid."""
 
@@ -321,9 +343,11 @@ class AppleLauncher:
         if getattr(metadata, "soft_f64", False):
             _warn_soft_f64(self.name)
         self.has_debug = any(p["kind"] == "debug" for p in params)
+        self._emulator_plans = None  # (EmulatorKernel, its native binding plan)
 
     def bind(self, args: Sequence[Any]) -> List[Any]:
-        """Python launch arguments -> per-slot buffers (tensors or typed scalars)."""
+        """Python launch arguments -> per-slot buffers (tensors or typed scalars): what a Metal launch binds.
+        On the emulator the native launcher binds them (`_emulator_plan`), with these same checks."""
         from . import emulator
         bound = []
         for pos, p in self.plan:
@@ -339,27 +363,21 @@ class AppleLauncher:
                  exit_hook, *args):
         if gridX * gridY * gridZ == 0:
             return
-        self.mode = "emulator" if isinstance(function, EmulatorFunction) else "metal"
-        bound = self.bind(args)
-        debug = None
-        if self.has_debug:
-            import torch
-            dev = METAL_DEVICE if self.mode == "metal" else "cpu"
-            debug = torch.zeros(debug_buffer.BUFFER_WORDS, dtype=torch.int32, device=dev)
-            bound.append(debug)
-        if enter_hook is not None:
-            enter_hook(launch_metadata)
         threads = self.num_warps * SIMD_WIDTH
-        if self.mode == "metal":
-            self._dispatch_metal(function, bound, (gridX, gridY, gridZ), threads)
+        if isinstance(function, EmulatorFunction):
+            self.mode = "emulator"
+            debug = self._launch_emulator(function, (gridX, gridY, gridZ), threads, args, enter_hook, launch_metadata)
         else:
-            from .emulator import EmulatorLaunchError
-            kernel = function.compiled(self.locations)
-            try:
-                kernel.launch(grid=(gridX, gridY, gridZ), threadgroup=(threads, 1, 1), buffers=bound)
-            except EmulatorLaunchError as e:
-                e.args = (self.locations.explain(str(e), e.msl_lines), )
-                raise
+            self.mode = "metal"
+            bound = self.bind(args)
+            debug = None
+            if self.has_debug:
+                import torch
+                debug = torch.zeros(debug_buffer.BUFFER_WORDS, dtype=torch.int32, device=METAL_DEVICE)
+                bound.append(debug)
+            if enter_hook is not None:
+                enter_hook(launch_metadata)
+            self._dispatch_metal(function, bound, (gridX, gridY, gridZ), threads)
         if debug is not None:
             if self.mode == "metal":
                 import torch
@@ -367,6 +385,47 @@ class AppleLauncher:
             debug_buffer.report(debug.cpu().tolist(), self.debug_formats, self.name)
         if exit_hook is not None:
             exit_hook(launch_metadata)
+
+    def _launch_emulator(self, function, grid, threads, args, enter_hook, launch_metadata):
+        """One launch through the native launcher (backend/driver.c): it binds `args` by the kernel's plan,
+        calls `enter_hook` and runs the kernel. Returns the debug buffer, if the kernel has one."""
+        if not function.is_compiled:  # first launch: a bad argument is reported before clang compiles the MSL
+            self.bind(args)
+        kernel = function.compiled(self.locations)
+        plan = self._emulator_plan(kernel, threads)
+        if not (0 <= grid[0] <= 0xFFFFFFFF and 0 <= grid[1] <= 0xFFFFFFFF and 0 <= grid[2] <= 0xFFFFFFFF):
+            from .emulator.runtime import _dim3
+            _dim3(self.name, grid, "grid", 0)  # raises, saying which dimension
+        debug = None
+        if self.has_debug:
+            import torch
+            debug = torch.zeros(debug_buffer.BUFFER_WORDS, dtype=torch.int32)
+        try:
+            kernel.run(plan, grid, (threads, 1, 1), args, debug, enter_hook, launch_metadata)
+        except Exception as e:
+            from .emulator import EmulatorLaunchError
+            if isinstance(e, EmulatorLaunchError):
+                e.args = (self.locations.explain(str(e), e.msl_lines), )
+            raise
+        return debug
+
+    def _emulator_plan(self, kernel, threads: int):
+        """The native launcher's binding plan for `kernel` (made on its first launch): buffer slot k takes
+        runtime argument k (constexprs skipped), the debug buffer the last slot."""
+        cached = self._emulator_plans
+        if cached is not None and cached[0] is kernel:
+            return cached[1]
+        from .emulator import EmulatorLaunchError
+        from .target import MAX_THREADS_PER_THREADGROUP
+        if threads > MAX_THREADS_PER_THREADGROUP:
+            raise EmulatorLaunchError(f"kernel '{self.name}': threadgroup {(threads, 1, 1)} has {threads} threads; "
+                                      f"Metal allows 1 to {MAX_THREADS_PER_THREADGROUP}", kernel_name=self.name)
+        sources = [(pos, p["kind"], p["msl_type"]) for pos, p in self.plan]
+        if self.has_debug:
+            sources.append((-1, "pointer", "device int*"))
+        plan = kernel.plan(sources, _emulator_converter(self.name, self.plan))
+        self._emulator_plans = (kernel, plan)
+        return plan
 
     def _dispatch_metal(self, fn, bound, grid, threads):
         import torch

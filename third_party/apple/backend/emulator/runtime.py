@@ -1,18 +1,30 @@
-"""ctypes binding of the emulator runtime, kernel objects and argument marshalling."""
+"""The emulator runtime from Python: loading it, kernel objects, argument binding and launching.
+
+Launches go through the native launcher, `backend/driver.c` (upstream's `driver.c` role), compiled on first use
+with Triton's `compile_module_from_file` into Triton's cache: it builds the runtime's launch and buffer descriptors
+from the arguments and runs `tt_emu_launch_begin` / `_wait` with the GIL released. ctypes only loads libraries
+(the runtime, each kernel) and hands the launcher the runtime's function addresses. There is no other launch
+path: a machine that cannot compile the launcher (no C compiler, no Python headers) gets an `EmulatorError`
+saying what to install.
+"""
 from __future__ import annotations
 
 import _ctypes
 import collections
 import ctypes
-import itertools
+import hashlib
 import math
 import os
 import re
+import shutil
 import struct
+import sys
+import sysconfig
 import threading
 import warnings
+import weakref
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
 from .. import knobs
 from ..target import MAX_THREADS_PER_THREADGROUP
@@ -21,39 +33,25 @@ from . import toolchain
 from .errors import EmulatorCompileError, EmulatorError, EmulatorLaunchError, EmulatorWarning
 
 ABI_VERSION = 6  # TT_EMU_ABI_VERSION in emulator_runtime.h
-MAX_LINES = 16  # TT_EMU_MAX_LINES
-MAX_EVENTS = 16  # TT_EMU_MAX_EVENTS
 
 TT_BUF_READONLY = 1
 TT_BUF_SCALAR = 2
 
 
-class _BufferDesc(ctypes.Structure):
-    _fields_ = [("host", ctypes.c_void_p), ("nbytes", ctypes.c_uint64), ("slot", ctypes.c_uint32),
-                ("elem_size", ctypes.c_uint32), ("flags", ctypes.c_uint32), ("_pad", ctypes.c_uint32),
-                ("name", ctypes.c_char_p)]
-
-
-class _LaunchDesc(ctypes.Structure):
-    _fields_ = [("entry", ctypes.c_void_p), ("kernel_name", ctypes.c_char_p), ("grid", ctypes.c_uint32 * 3),
-                ("tg", ctypes.c_uint32 * 3), ("nbuffers", ctypes.c_uint32), ("host_threads", ctypes.c_uint32),
-                ("buffers", ctypes.POINTER(_BufferDesc)), ("stack_kb", ctypes.c_uint32),
-                ("schedule", ctypes.c_uint32), ("seed", ctypes.c_uint64), ("ub_mode", ctypes.c_uint32),
-                ("timeout_ms", ctypes.c_uint32)]
-
-
-class _Event(ctypes.Structure):
-    _fields_ = [("kind", ctypes.c_uint32), ("line", ctypes.c_uint32), ("col", ctypes.c_uint32),
-                ("count", ctypes.c_uint32), ("a", ctypes.c_int64), ("b", ctypes.c_int64),
-                ("file", ctypes.c_char * 64)]
-
-
-class _LaunchResult(ctypes.Structure):
-    _fields_ = [("status", ctypes.c_int32), ("slot", ctypes.c_int32), ("index", ctypes.c_int64),
-                ("is_write", ctypes.c_int32), ("tg", ctypes.c_uint32 * 3), ("thread", ctypes.c_int32),
-                ("nlines", ctypes.c_uint32), ("lines", ctypes.c_uint32 * MAX_LINES), ("pc", ctypes.c_uint64),
-                ("pc_offset", ctypes.c_uint64), ("pc_module", ctypes.c_char * 256), ("nevents", ctypes.c_uint32),
-                ("_pad", ctypes.c_uint32), ("events", _Event * MAX_EVENTS), ("message", ctypes.c_char * 4096)]
+class LaunchResult(NamedTuple):
+    """What the launcher returns for a launch that failed or reported events (tt_launch_result)."""
+    status: int
+    slot: int
+    index: int
+    is_write: int
+    tg: Tuple[int, int, int]
+    thread: int
+    lines: List[int]
+    pc: int
+    pc_offset: int
+    pc_module: bytes
+    events: List[Tuple[int, int, int, int, int, int, bytes]]  # (kind, line, col, count, a, b, file)
+    message: bytes
 
 
 _STATUS_KINDS = {
@@ -61,9 +59,6 @@ _STATUS_KINDS = {
     6: "segfault", 7: "signal", 8: "divergence", 9: "deadlock", 10: "simd", 11: "threadgroup_memory",
     12: "local_out_of_bounds", 13: "undefined_behavior", 14: "internal", 15: "timeout", 16: "interrupted",
 }
-_INTERRUPTED = 16  # TT_ERR_INTERRUPTED
-_PENDING, _BUSY, _DONE = -1, -2, -3  # TT_EMU_PENDING, TT_EMU_BUSY, TT_EMU_DONE
-_WAIT_SLICE_MS = 50  # how long the caller waits in C before Python gets to run its signal handlers
 _EVENT_TEXT = {
     1: "integer division or remainder by zero (Metal: undefined result; emulator: x/0 = 0, x%0 = x)",
     2: "signed integer division overflow (INT_MIN / -1)",
@@ -95,13 +90,6 @@ def runtime_library() -> ctypes.CDLL:
         if _lib is None:
             so = toolchain.build_runtime()
             lib = ctypes.CDLL(str(so), mode=ctypes.RTLD_GLOBAL)
-            lib.tt_emu_launch_begin.argtypes = [ctypes.POINTER(_LaunchDesc), ctypes.POINTER(_LaunchResult),
-                                                ctypes.c_uint32]
-            lib.tt_emu_launch_begin.restype = ctypes.c_int
-            lib.tt_emu_launch_wait.argtypes = [ctypes.c_uint32]
-            lib.tt_emu_launch_wait.restype = ctypes.c_int
-            lib.tt_emu_launch_cancel.argtypes = [ctypes.c_int32]
-            lib.tt_emu_launch_cancel.restype = None
             lib.tt_emu_abi_version.restype = ctypes.c_int
             lib.tt_emu_bench_switch.argtypes = [ctypes.c_uint32]
             lib.tt_emu_bench_switch.restype = ctypes.c_double
@@ -111,6 +99,92 @@ def runtime_library() -> ctypes.CDLL:
             toolchain.build_pch()  # once per machine, like the runtime: not part of any kernel's compile
             _lib = lib
     return _lib
+
+
+# ------------------------------------------------------------------------------------------------
+# The native launcher (backend/driver.c)
+# ------------------------------------------------------------------------------------------------
+
+LAUNCHER_SOURCE = Path(__file__).resolve().parent.parent / "driver.c"
+LAUNCHER_MODULE = "apple_launcher"
+_launcher = None
+_launcher_lock = threading.Lock()
+
+
+def _python_include_dir() -> str:
+    """Where Triton's build looks for Python.h (triton.runtime.build._build)."""
+    scheme = sysconfig.get_default_scheme()
+    return sysconfig.get_paths(scheme="posix_prefix" if scheme == "posix_local" else scheme)["include"]
+
+
+def _why_no_launcher(error: BaseException) -> str:
+    """What the machine lacks, when the launcher did not compile."""
+    from triton import knobs as triton_knobs
+    if triton_knobs.build.impl is not None:
+        return "triton.knobs.build.impl is set: its build function failed"
+    inc = _python_include_dir()
+    if not os.path.isfile(os.path.join(inc, "Python.h")):
+        return (f"Python's headers are missing ({inc}/Python.h): install them (Debian/Ubuntu: apt-get install "
+                "python3-dev for the distribution's Python; pyenv and python.org builds ship them)")
+    if not (os.environ.get("CC") or shutil.which("gcc") or shutil.which("clang")):
+        return "no C compiler: install gcc or clang (Debian/Ubuntu: apt-get install gcc), or set CC"
+    return "the C compiler failed (its messages are above)"
+
+
+def _compile_launcher():
+    from triton.runtime.build import compile_module_from_file
+    inc, _ = toolchain.native_dirs()
+    # Triton's cache key covers the source and the flags, not included files: the headers' digest goes in a flag,
+    # so that a change of the runtime's ABI header rebuilds the launcher.
+    digest = hashlib.sha256()
+    for name in ("emulator_runtime.h", "metal_limits.h"):
+        digest.update((inc / name).read_bytes())
+    try:
+        return compile_module_from_file(src_path=str(LAUNCHER_SOURCE), name=LAUNCHER_MODULE, include_dirs=[str(inc)],
+                                        ccflags=[f"-DTT_APPLE_HEADERS_SHA256={digest.hexdigest()[:32]}"])
+    except Exception as e:  # noqa: BLE001 (any failure to build or load it is the same problem, said once)
+        raise EmulatorError(f"the emulator's launcher {LAUNCHER_SOURCE} could not be compiled ({type(e).__name__}: "
+                            f"{e}): {_why_no_launcher(e)}. Emulator launches need it (a C compiler and "
+                            "Python's headers, as Triton's own launchers do)") from e
+
+
+def launcher():
+    """The native launcher module, compiled on first use (Triton's cache) and bound to the loaded runtime."""
+    global _launcher
+    if _launcher is not None:
+        return _launcher
+    with _launcher_lock:
+        if _launcher is None:
+            lib = runtime_library()
+            mod = _compile_launcher()
+            if mod.ABI_VERSION != ABI_VERSION:
+                raise EmulatorError(f"the emulator's launcher was compiled for ABI {mod.ABI_VERSION}, this Python "
+                                    f"side has {ABI_VERSION}")
+            address = lambda f: ctypes.cast(f, ctypes.c_void_p).value  # noqa: E731
+            mod.bind_runtime(address(lib.tt_emu_launch_begin), address(lib.tt_emu_launch_wait),
+                             address(lib.tt_emu_launch_cancel), address(lib.tt_emu_abi_version))
+            mod.set_config_source(tuple(k.env for k in _CONFIG_KNOBS), launch_config)
+            _launcher = mod
+    return _launcher
+
+
+_CONFIG_KNOBS = (knobs.emulator_threads, knobs.emulator_stack_kb, knobs.emulator_schedule, knobs.emulator_ub,
+                 knobs.emulator_timeout)
+
+
+def launch_config(kernel: str, host_threads: Optional[int] = None, stack_kb: Optional[int] = None,
+                  schedule: Optional[str] = None, timeout: Optional[float] = None) -> tuple:
+    """(host_threads, stack_kb, schedule, seed, ub_mode, timeout_ms) of a launch: the arguments, else the
+    TRITON_APPLE_EMULATOR_* knobs. Launches without arguments let the launcher call this only when one of those
+    environment variables changed (`set_config_source`)."""
+    threads = knobs.emulator_threads.get() if host_threads is None else max(0, host_threads)
+    stack = knobs.emulator_stack_kb.get() if stack_kb is None else max(0, stack_kb)
+    sched, seed = _schedule(kernel, knobs.emulator_schedule.get() if schedule is None else schedule)
+    seconds = knobs.emulator_timeout.get() if timeout is None else timeout
+    timeout_ms = 0 if seconds <= 0 else min(max(1, round(seconds * 1000)), 0xFFFFFFFF)
+    # masked to the descriptor's field widths, as the ctypes fields they replace did
+    return (threads & 0xFFFFFFFF, stack & 0xFFFFFFFF, sched, seed & (2**64 - 1), _UB_MODES[knobs.emulator_ub.get()],
+            timeout_ms)
 
 
 def bench_fiber_switch(n: int = 1_000_000) -> float:
@@ -254,6 +328,33 @@ def _dim3(kernel: str, v, what: str, lo: int) -> Tuple[int, int, int]:
     return tuple(dims) + (1, ) * (3 - len(dims))
 
 
+def _weak_hook(kernel: "EmulatorKernel", convert):
+    """The launcher's hook for `kernel`: binds in Python what the launcher does not bind itself (after
+    `convert(slot, value)`, when given). Holds the kernel weakly: a launch runs on a live kernel."""
+    ref = weakref.ref(kernel)
+
+    def hook(i: int, value) -> tuple:
+        k = ref()
+        p = k._buffers[i]
+        b = k._bind(p, value if convert is None else convert(p.index, value))
+        return (b.host, b.nbytes, b.flags, b.elem_size, b.keep)
+
+    return hook
+
+
+def _tensor_type():
+    """torch.Tensor, once torch is imported (the launcher binds its instances itself), else None."""
+    torch = sys.modules.get("torch")
+    return getattr(torch, "Tensor", None)
+
+
+def _is_torch_tensor(arg) -> bool:
+    tensor_type = _tensor_type()
+    if tensor_type is not None and isinstance(arg, tensor_type):
+        return True
+    return type(arg).__module__.startswith("torch") and hasattr(arg, "data_ptr")
+
+
 class _Bound:
     __slots__ = ("host", "nbytes", "flags", "elem_size", "keep")
 
@@ -265,35 +366,6 @@ def _span_bytes(shape, strides_elems, itemsize) -> int:
     if any(s == 0 for s in shape):
         return 0
     return (1 + sum((s - 1) * st for s, st in zip(shape, strides_elems))) * itemsize
-
-
-_tokens = itertools.count(1)  # launch tokens (tt_emu_launch_begin), unique in this process
-_tokens_lock = threading.Lock()
-
-
-def _run_launch(lib, desc: _LaunchDesc, res: _LaunchResult) -> int:
-    """Runs one launch on the runtime's host threads while this thread waits in short slices with the GIL
-    released, so that Python can run its signal handlers (Ctrl-C) in between. On KeyboardInterrupt (or any
-    other exception raised in between) the launch is cancelled and waited for before the exception goes on:
-    no kernel keeps running on buffers the caller is about to free."""
-    with _tokens_lock:
-        token = next(_tokens)
-    try:
-        status = _BUSY
-        while status == _BUSY:
-            status = lib.tt_emu_launch_begin(ctypes.byref(desc), ctypes.byref(res), _WAIT_SLICE_MS, token)
-        while status == _PENDING:
-            status = lib.tt_emu_launch_wait(token, _WAIT_SLICE_MS)
-    except BaseException:
-        lib.tt_emu_launch_cancel(token, _INTERRUPTED)
-        while True:
-            try:
-                if lib.tt_emu_launch_wait(token, _WAIT_SLICE_MS) != _PENDING:
-                    break
-            except KeyboardInterrupt:  # a second Ctrl-C while the launch is being stopped
-                continue
-        raise
-    return res.status if status == _DONE else status
 
 
 class _LoadedLibraries:
@@ -328,6 +400,8 @@ class _LoadedLibraries:
             rec = self._loaded.get(str(kernel.so_path))
             if rec is not None:
                 rec[2] -= 1
+            if len(self._loaded) <= 1:  # never over the limit (at least 1): no need to read it
+                return
             excess = len(self._loaded) - max(1, knobs.emulator_max_loaded.get())
             if excess > 0:
                 for path in [p for p, r in self._loaded.items() if r[2] == 0][:excess]:
@@ -364,12 +438,12 @@ class EmulatorKernel:
         self.so_path = Path(so_path)
         self.cache_hit = cache_hit
         self._lib = runtime_library()
+        self._launcher = launcher()  # compiled (or found in Triton's cache) now: a machine without one fails here
         _LIBRARIES.acquire(self)  # loads it now: a bad library fails at compile time
         _LIBRARIES.release(self)
         self._buffers = signature.buffers
         self._by_slot = {p.index: p for p in self._buffers}
-        self._name_b = name.encode()
-        self._param_names = {p.index: p.name.encode() for p in self._buffers}
+        self._any_plan = None
         self._warned = set()
         self._lines = source.splitlines()
 
@@ -416,8 +490,7 @@ class EmulatorKernel:
                               p.elem_size, buf)
             buf = (ctypes.c_char * max(n, 1)).from_buffer(mv) if n else ctypes.create_string_buffer(1)
             return _Bound(ctypes.addressof(buf), n, ro, p.elem_size, (buf, mv))
-        mod = type(arg).__module__
-        if mod.startswith("torch") and hasattr(arg, "data_ptr"):
+        if _is_torch_tensor(arg):
             if arg.device.type != "cpu":
                 raise EmulatorLaunchError(
                     f"kernel '{self.name}': parameter '{p.name}' got a tensor on {arg.device}; the emulator "
@@ -478,76 +551,111 @@ class EmulatorKernel:
             binds = dict(buffers)
         else:
             binds = dict(enumerate(buffers))
-        extra = sorted(set(binds) - set(self._by_slot))
+        self._check_slots(binds)
+        tensor_type = _tensor_type()
+        if self._any_plan is None or self._any_plan[0] is not tensor_type:  # torch imported since
+            slots = [(i, p.index, self._launcher.KIND_ANY, 0, p.elem_size, p.readonly, p.name)
+                     for i, p in enumerate(self._buffers)]
+            self._any_plan = (tensor_type, self._launcher.make_plan(self.name, slots, tensor_type,
+                                                                    _weak_hook(self, None)))
+        overrides = (host_threads, stack_kb, schedule, timeout)
+        config = None if overrides == (None, None, None, None) else launch_config(self.name, *overrides)
+        self.run(self._any_plan[1], grid3, tg3, tuple(binds[p.index] for p in self._buffers), config=config)
+
+    def _check_slots(self, bound_slots) -> None:
+        """Every buffer parameter bound, and nothing else."""
+        extra = sorted(set(bound_slots) - set(self._by_slot))
         if extra:
             raise EmulatorLaunchError(
                 f"kernel '{self.name}': buffer slot(s) {extra} are not parameters of the kernel (slots: "
                 f"{sorted(self._by_slot)})", kernel_name=self.name)
-        n = len(self._buffers)
-        descs = (_BufferDesc * max(n, 1))()
-        keep = []
-        for i, p in enumerate(self._buffers):
-            if p.index not in binds:
+        for p in self._buffers:
+            if p.index not in bound_slots:
                 raise EmulatorLaunchError(
                     f"kernel '{self.name}': parameter '{p.name}' [[buffer({p.index})]] is not bound",
                     kernel_name=self.name, param=p.name, slot=p.index)
-            b = self._bind(p, binds[p.index])
-            keep.append(b.keep)
-            d = descs[i]
-            d.host = b.host
-            d.nbytes = b.nbytes
-            d.slot = p.index
-            d.elem_size = b.elem_size
-            d.flags = b.flags
-            d.name = self._param_names[p.index]
-        desc = _LaunchDesc()
-        desc.kernel_name = self._name_b
-        desc.grid[:] = grid3
-        desc.tg[:] = tg3
-        desc.nbuffers = n
-        desc.host_threads = knobs.emulator_threads.get() if host_threads is None else max(0, host_threads)
-        desc.buffers = descs
-        desc.stack_kb = knobs.emulator_stack_kb.get() if stack_kb is None else max(0, stack_kb)
-        desc.schedule, desc.seed = _schedule(self.name, knobs.emulator_schedule.get() if schedule is None else schedule)
-        desc.ub_mode = _UB_MODES[knobs.emulator_ub.get()]
-        seconds = knobs.emulator_timeout.get() if timeout is None else timeout
-        desc.timeout_ms = 0 if seconds <= 0 else min(max(1, round(seconds * 1000)), 0xFFFFFFFF)
-        res = _LaunchResult()
-        desc.entry = _LIBRARIES.acquire(self)
+
+    def plan(self, sources: Sequence[Tuple[int, str, str]], convert) -> Any:
+        """A binding plan for launches whose arguments come positionally, as Triton's launcher gets them.
+
+        ``sources[slot] = (pos, kind, msl_type)``: buffer slot ``slot`` takes launch argument ``pos`` (-1: the
+        ``extra`` argument of :meth:`run`), a tensor when ``kind`` is ``"pointer"``, else a Python number of the
+        MSL scalar type ``msl_type``. The launcher binds CPU torch tensors and numbers itself; any other value,
+        and any number it refuses, goes to ``convert(slot, value)``, which returns what to bind (a tensor, an
+        :class:`Scalar`) or raises the error that names the argument."""
+        mod = self._launcher
+        self._check_slots(range(len(sources)))
+        slots = []
+        for p in self._buffers:
+            pos, kind, msl_type = sources[p.index]
+            scalar = 0
+            if kind == "pointer":
+                k = mod.KIND_POINTER
+            elif msl_type in mod.SCALAR_TYPES and self._scalar_fits(p, msl_type):
+                k, scalar = mod.KIND_SCALAR, mod.SCALAR_TYPES[msl_type]
+            else:  # every launch through `convert` and _bind, which say what is wrong
+                k = mod.KIND_HOOK
+            slots.append((pos, p.index, k, scalar, p.elem_size, p.readonly, p.name))
+
+        # The plan holds the hook; the hook must not hold the kernel (a plan is no garbage-collected container,
+        # so the cycle kernel -> plan -> hook -> kernel would never be freed), nor should `convert` hold its owner.
+        return mod.make_plan(self.name, slots, _tensor_type(), _weak_hook(self, convert))
+
+    @staticmethod
+    def _scalar_fits(p: _sig.KernelParam, msl_type: str) -> bool:
+        """Whether a Scalar of `msl_type` passes _bind's type checks for `p` (they depend on types only)."""
+        size = _sig.type_size(msl_type)
+        if p.is_reference and p.elem_size and size != p.elem_size:
+            return False
+        if p.is_reference and p.base_type and _sig.type_size(p.base_type):
+            try:
+                want, _ = _parse_type(p.base_type)
+            except ValueError:
+                return True
+            return want == msl_type or (want in _INTEGER_TYPES and msl_type in _INTEGER_TYPES)
+        return True
+
+    def run(self, plan, grid: Tuple[int, int, int], threadgroup: Tuple[int, int, int], args: tuple, extra=None,
+            enter_hook=None, metadata=None, config: Optional[tuple] = None) -> None:
+        """One launch with a plan (:meth:`plan`): grid and threadgroup checked 3-tuples, ``args`` the launch
+        arguments, ``enter_hook(metadata)`` called once the arguments are bound, just before the kernel starts.
+        ``config``: :func:`launch_config`'s tuple, or None for the knobs' settings. Raises
+        :class:`EmulatorLaunchError` on any failure; buffers are written back only on success."""
+        entry = _LIBRARIES.acquire(self)
         try:
-            status = _run_launch(self._lib, desc, res)
+            result = self._launcher.launch(plan, entry, grid, threadgroup, config, args, extra, enter_hook, metadata)
         finally:
             _LIBRARIES.release(self)
-        del keep
-        if res.nevents:
-            self._warn_events(res)
-        if status != 0:
-            raise self._launch_error(res)
+        if result is not None:
+            res = LaunchResult(*result)
+            if res.events:
+                self._warn_events(res)
+            if res.status != 0:
+                raise self._launch_error(res)
 
     # -- reporting -------------------------------------------------------------------------------
     def _source_line(self, n: int) -> str:
         return self._lines[n - 1].strip() if 0 < n <= len(self._lines) else ""
 
-    def _warn_events(self, res: _LaunchResult):
+    def _warn_events(self, res: LaunchResult):
         msl_name = f"{self.name}.metal"
-        for i in range(res.nevents):
-            e = res.events[i]
-            file = e.file.decode(errors="replace")
-            key = (e.kind, file, e.line, e.col)
+        for kind, line, col, count, a, b, file_b in res.events:
+            file = file_b.decode(errors="replace")
+            key = (kind, file, line, col)
             if key in self._warned:
                 continue
             self._warned.add(key)
-            where = f"MSL line {e.line}:{e.col}" if file == msl_name else f"{file}:{e.line}"
-            src = f": {self._source_line(e.line)}" if file == msl_name else ""
+            where = f"MSL line {line}:{col}" if file == msl_name else f"{file}:{line}"
+            src = f": {self._source_line(line)}" if file == msl_name else ""
             warnings.warn(EmulatorWarning(
-                f"kernel '{self.name}': {_EVENT_TEXT.get(e.kind, 'undefined behaviour')} at {where}{src} "
-                f"({e.count} time(s) in this launch, first with operands {e.a}, {e.b}). "
-                "Set TRITON_APPLE_EMULATOR_UB=error to make this fatal."), stacklevel=3)
+                f"kernel '{self.name}': {_EVENT_TEXT.get(kind, 'undefined behaviour')} at {where}{src} "
+                f"({count} time(s) in this launch, first with operands {a}, {b}). "
+                "Set TRITON_APPLE_EMULATOR_UB=error to make this fatal."), stacklevel=4)
 
-    def _launch_error(self, res: _LaunchResult) -> EmulatorLaunchError:
+    def _launch_error(self, res: LaunchResult) -> EmulatorLaunchError:
         msg = res.message.decode(errors="replace")
         kind = _STATUS_KINDS.get(res.status, "internal")
-        lines = [res.lines[i] for i in range(res.nlines)]
+        lines = list(res.lines)
         module = res.pc_module.decode(errors="replace")
         if res.pc and module and os.path.realpath(module) == os.path.realpath(str(self.so_path)):
             loc = toolchain.symbolize(str(self.so_path), res.pc_offset, f"{self.name}.metal")
