@@ -215,26 +215,27 @@ typedef struct tt_simd_xchg {
 #define TT_SGM_WINDOW 128
 
 typedef struct tt_sgm_rec {
-  float d[64];         /* the value (a loaded tile, a multiply's result rounded to its type), as float; dense 8x8 */
-  float in[3][64];     /* multiply operands: the parts of the lanes in own[k], deposited as values */
-  struct tt_sgm_rec *shared[3];                 /* operand k of the other lanes: this record's value... */
-  struct tt_sgm_rec *src[3][TT_EMU_SIMD_WIDTH]; /* ...except for the lanes in refd[k]: this one's */
+  /* what each lane touches (one cache line) */
+  struct tt_sgm_rec *shared[3]; /* multiply operand k of the lanes not in own[k] | refd[k]: this record's value */
+  uint32_t refs;                /* fragments and pending multiplies that refer to this record */
+  uint32_t done;                /* d is valid */
   uint32_t own[3], refd[3];
   struct tt_sgm_state *st;
   struct tt_sgm_rec *next_free;
-  uint32_t refs; /* fragments and pending multiplies that refer to this record */
-  uint32_t done; /* d is valid */
+  float d[64];     /* the value (a loaded tile, a multiply's result rounded to its type), as float; dense 8x8 */
+  float in[3][64]; /* multiply operands: the parts of the lanes in own[k], deposited as values */
+  struct tt_sgm_rec *src[3][TT_EMU_SIMD_WIDTH]; /* operand k of the lanes in refd[k]: this record's value */
 } tt_sgm_rec;
 
 typedef struct tt_sgm_op {
-  const char *what; /* operation name; with line and col: the call site */
-  uint32_t line, col;
-  const void *tag;  /* multiply: the instantiation (element types); 0 otherwise */
+  uint64_t site;    /* line << 32 | column */
+  const void *tag;  /* the operation (and, for a multiply, its instantiation: element types) */
+  uint32_t lanes;   /* lanes that issued this op */
+  uint32_t transpose;
   tt_sgm_rec *rec;  /* multiply: its record; load: the tile, if the lanes' arguments agree */
   const void *ptr;  /* load: the first lane's arguments */
   uint64_t ld, ox, oy;
-  uint32_t transpose;
-  uint32_t lanes;   /* lanes that issued this op */
+  const char *what; /* operation name, for messages */
 } tt_sgm_op;
 
 typedef struct tt_sgm_state {

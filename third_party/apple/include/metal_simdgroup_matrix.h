@@ -66,33 +66,33 @@ __TT_SGM_INLINE tt_sgm_rec *new_rec(tt_sgm_state *st) {
   return r;
 }
 
-/* Issues the calling lane's next op (see tt_sgm_state in emulator_runtime.h) and returns its entry and whether
-   the lane is the first at it: checks that the simdgroup is whole, that no lane returned before a new op, and
-   that the lane is at the call site (and instantiation, `tag`) of the lanes before it; waits while the lane is
-   a window ahead of the op that completes next. */
-__TT_SGM_INLINE tt_sgm_op *issue(tt_sgm_state *st, uint lane, const char *what, const void *tag, uint line,
-                                 uint col, bool *first) {
-  if (__builtin_expect(st->full != 0xffffffffu, 0))
-    __tt_sgm_fail(st, TT_SGM_NOT_ALL_LANES, lane, what, line, col);
+/* What an op is, for the lanes' check that they are at the same op: one object per kind of op (and, for a
+   multiply, per instantiation: lanes at one call site must agree on the element types). */
+inline const char load_tag = 0, store_tag = 0, diagonal_tag = 0;
+template <class TD, class TA, class TB, class TC> struct mma_tag { static const char object; };
+template <class TD, class TA, class TB, class TC> const char mma_tag<TD, TA, TB, TC>::object = 0;
+
+__TT_SGM_INLINE uint64_t site_of(uint line, uint col) { return (uint64_t)line << 32 | col; }
+
+/* issue() when the lane is the first at its op, or is not where the lanes before it were. */
+__attribute__((noinline, cold, no_sanitize("array-bounds"))) inline tt_sgm_op *
+issue_slow(tt_sgm_state *st, uint lane, const char *what, const void *tag, uint line, uint col, bool *first) {
   const uint n = st->n[lane];
   tt_sgm_op *op = &st->ring[n % TT_SGM_WINDOW];
-  *first = false;
   for (;;) {
-    if (__builtin_expect(n < st->issued, 1)) {
-      if (__builtin_expect(op->line != line || op->col != col ||
-                               (op->what != what && __builtin_strcmp(op->what, what) != 0), 0))
+    if (n < st->issued) {
+      if (op->site != site_of(line, col) || (op->tag != tag && __builtin_strcmp(op->what, what) != 0))
         __tt_sgm_fail(st, TT_SGM_OTHER_SITE, lane, what, line, col);
-      if (__builtin_expect(op->tag != tag, 0))
+      if (op->tag != tag)
         __tt_sgm_fail(st, TT_SGM_OTHER_TYPES, lane, what, line, col);
       break;
     }
-    if (__builtin_expect(st->done != 0, 0)) /* a lane returned: it can never issue this op */
+    if (st->full != 0xffffffffu || st->done != 0) /* a partial simdgroup, or a lane returned before this op */
       __tt_sgm_fail(st, TT_SGM_NOT_ALL_LANES, lane, what, line, col);
-    if (__builtin_expect(n - st->completed < TT_SGM_WINDOW, 1)) {
-      op->what = what;
-      op->line = line;
-      op->col = col;
+    if (n - st->completed < TT_SGM_WINDOW) {
+      op->site = site_of(line, col);
       op->tag = tag;
+      op->what = what;
       op->lanes = 0;
       op->rec = nullptr;
       st->issued = n + 1;
@@ -101,6 +101,22 @@ __TT_SGM_INLINE tt_sgm_op *issue(tt_sgm_state *st, uint lane, const char *what, 
     }
     __tt_sgm_wait(st, what, line, col);
   }
+  st->n[lane] = n + 1;
+  op->lanes |= 1u << lane;
+  return op;
+}
+
+/* Issues the calling lane's next op (see tt_sgm_state in emulator_runtime.h) and returns its entry; *first says
+   whether the lane is the first at it. The first lane checks that the simdgroup is whole and that no lane
+   returned, and waits while it is a window ahead of the op that completes next; the others check that they are
+   at its call site and operation (`tag`). */
+__TT_SGM_INLINE tt_sgm_op *issue(tt_sgm_state *st, uint lane, const char *what, const void *tag, uint line,
+                                 uint col, bool *first) {
+  const uint n = st->n[lane];
+  tt_sgm_op *op = &st->ring[n % TT_SGM_WINDOW];
+  *first = false;
+  if (__builtin_expect(n >= st->issued || op->site != site_of(line, col) || op->tag != tag, 0))
+    return issue_slow(st, lane, what, tag, line, col, first);
   st->n[lane] = n + 1;
   op->lanes |= 1u << lane;
   return op;
@@ -149,7 +165,7 @@ template <class T, int Rows, int Cols> struct simdgroup_matrix {
     uint lane;
     bool first;
     tt_sgm_state *st = __tt_sgm_enter(&lane);
-    const tt_sgm_op *op = __sgm::issue(st, lane, "simdgroup_matrix(T)", nullptr, __TT_SITE_ARGS, &first);
+    const tt_sgm_op *op = __sgm::issue(st, lane, "simdgroup_matrix(T)", &__sgm::diagonal_tag, __TT_SITE_ARGS, &first);
     for (uint j = 0; j < 2; ++j)
       __e[j] = __sgm::col(lane, j) == __sgm::row(lane) ? dval : T(0);
     __sgm::issued(st, op);
@@ -198,13 +214,18 @@ template <class T, class P>
 __attribute__((noinline, no_sanitize("array-bounds"))) tt_sgm_rec *
 load_tile(tt_sgm_state *st, P src, ulong ld, ulong2 origin, bool transpose) {
   tt_sgm_rec *r = new_rec(st);
+  volatile uint32_t *op_lane = st->op_lane;
+  /* lane l's elements j = 0, 1: row row(l), columns col(l, 0) and col(l, 0) + 1 */
+  const ulong step = transpose ? ld : 1, stride = transpose ? 1 : ld;
+  const P base = src + (transpose ? origin.y * ld + origin.x : origin.y * ld + origin.x);
   for (uint l = 0; l < TT_EMU_SIMD_WIDTH; ++l) {
-    *st->op_lane = l;
-    const uint o = dense(l);
-    r->d[o] = float(src[offset(l, 0, ld, origin, transpose)]);
-    r->d[o + 1] = float(src[offset(l, 1, ld, origin, transpose)]);
+    *op_lane = l;
+    const uint row_ = row(l), col_ = col(l, 0);
+    const P p = base + row_ * stride + col_ * step;
+    r->d[8 * row_ + col_] = float(p[0]);
+    r->d[8 * row_ + col_ + 1] = float(p[step]);
   }
-  *st->op_lane = TT_EMU_NO_LANE;
+  *op_lane = TT_EMU_NO_LANE;
   r->done = 1;
   return r;
 }
@@ -215,7 +236,7 @@ __TT_SGM_INLINE void load(simdgroup_matrix<T, 8, 8> &d, P src, ulong ld, ulong2 
   uint lane;
   bool first;
   tt_sgm_state *st = __tt_sgm_enter(&lane);
-  tt_sgm_op *op = issue(st, lane, "simdgroup_load", nullptr, line, col, &first);
+  tt_sgm_op *op = issue(st, lane, "simdgroup_load", &load_tag, line, col, &first);
   if (first) {
     op->ptr = (const void *)src;
     op->ld = ld;
@@ -266,7 +287,7 @@ __TT_SGM_LOAD(__TT_CONSTANT)
     uint lane;                                                                                         \
     bool first;                                                                                        \
     tt_sgm_state *st = __tt_sgm_enter(&lane);                                                          \
-    const tt_sgm_op *op = __sgm::issue(st, lane, "simdgroup_store", nullptr, __TT_SITE_ARGS, &first);  \
+    const tt_sgm_op *op = __sgm::issue(st, lane, "simdgroup_store", &__sgm::store_tag, __TT_SITE_ARGS, &first);  \
     __sgm::issued(st, op);                                                                             \
     if (a.__r)                                                                                         \
       a.__resolve(__TT_SITE_ARGS);                                                                     \
@@ -278,18 +299,22 @@ __TT_SGM_STORE(__TT_DEV)
 #undef __TT_SGM_STORE
 
 namespace __sgm {
-/* The instantiation of a multiply: lanes at one call site must agree on it. */
-template <class TD, class TA, class TB, class TC> struct mma_tag { static const char object; };
-template <class TD, class TA, class TB, class TC> const char mma_tag<TD, TA, TB, TC>::object = 0;
 
-/* The lane's part of operand k of a deferred multiply: nothing when its operand is the record the lanes before
-   it share, a reference when it is another record, else its two elements. */
+__attribute__((noinline)) inline tt_sgm_rec *new_mma_rec(tt_sgm_state *st) {
+  tt_sgm_rec *R = new_rec(st);
+  for (uint k = 0; k < 3; ++k) {
+    R->shared[k] = nullptr;
+    R->own[k] = R->refd[k] = 0;
+  }
+  return R;
+}
+
+/* put() when the lane's operand is not the record the lanes before it share. */
 template <class T>
-__TT_SGM_INLINE void put(tt_sgm_rec *R, uint k, uint lane, const simdgroup_matrix<T, 8, 8> &m) {
+__attribute__((noinline, no_sanitize("array-bounds"))) void put_slow(tt_sgm_rec *R, uint k, uint lane,
+                                                                     const simdgroup_matrix<T, 8, 8> &m) {
   tt_sgm_rec *s = m.__r;
-  if (__builtin_expect(s != nullptr, 1)) {
-    if (__builtin_expect(s == R->shared[k], 1))
-      return;
+  if (s) {
     ++s->refs;
     if (!R->shared[k]) {
       R->shared[k] = s;
@@ -303,6 +328,15 @@ __TT_SGM_INLINE void put(tt_sgm_rec *R, uint k, uint lane, const simdgroup_matri
   R->in[k][o] = float(m.__e[0]);
   R->in[k][o + 1] = float(m.__e[1]);
   R->own[k] |= 1u << lane;
+}
+
+/* The lane's part of operand k of a deferred multiply: nothing when its operand is the record the lanes before
+   it share, a reference when it is another record, else its two elements. */
+template <class T>
+__TT_SGM_INLINE void put(tt_sgm_rec *R, uint k, uint lane, const simdgroup_matrix<T, 8, 8> &m) {
+  if (__builtin_expect(m.__r == R->shared[k] && m.__r != nullptr, 1))
+    return;
+  put_slow(R, k, lane, m);
 }
 
 /* Operand k of a complete multiply as a dense float matrix (in `tmp` when the lanes' parts come from several
@@ -362,14 +396,8 @@ simdgroup_multiply_accumulate(simdgroup_matrix<TD, 8, 8> &d, const simdgroup_mat
   tt_sgm_state *st = __tt_sgm_enter(&lane);
   tt_sgm_op *op = __sgm::issue(st, lane, "simdgroup_multiply_accumulate", &__sgm::mma_tag<TD, TA, TB, TC>::object,
                                __TT_SITE_ARGS, &first);
-  if (first) {
-    tt_sgm_rec *R = __sgm::new_rec(st);
-    for (uint k = 0; k < 3; ++k) {
-      R->shared[k] = nullptr;
-      R->own[k] = R->refd[k] = 0;
-    }
-    op->rec = R;
-  }
+  if (__builtin_expect(first, 0))
+    op->rec = __sgm::new_mma_rec(st);
   tt_sgm_rec *R = op->rec;
   __sgm::put(R, 0, lane, a);
   __sgm::put(R, 1, lane, b);

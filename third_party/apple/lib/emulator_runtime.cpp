@@ -711,9 +711,9 @@ void check_sgm_converged(Worker *w, uint32_t s, const char *at, int returned) {
       Msg m;
       m.add("%s needs all 32 lanes of the simdgroup, but only the lanes in mask 0x%08x take part "
             "(MSL line %u:%u; thread %d returned without it)",
-            op.what, op.lanes, op.line, op.col, returned);
+            op.what, op.lanes, (uint32_t)(op.site >> 32), (uint32_t)op.site, returned);
       where(m, w, returned);
-      add_line(w->L->res, op.line);
+      add_line(w->L->res, (uint32_t)(op.site >> 32));
       set_message(w->L, m);
     }
     fail_here(w);
@@ -724,10 +724,10 @@ void check_sgm_converged(Worker *w, uint32_t s, const char *at, int returned) {
     where(m, w, -1);
     m.add(", simdgroup %u: all 32 lanes must reach the same call site; threads ", s);
     add_lane_ranges(m, s, op.lanes);
-    m.add(" issued %s (MSL line %u:%u), threads ", op.what, op.line, op.col);
+    m.add(" issued %s (MSL line %u:%u), threads ", op.what, (uint32_t)(op.site >> 32), (uint32_t)op.site);
     add_lane_ranges(m, s, missing);
     m.add(" reached %s without it;", at);
-    add_line(w->L->res, op.line);
+    add_line(w->L->res, (uint32_t)(op.site >> 32));
     describe_waiters(w, m, 0, (int)s);
     set_message(w->L, m);
   }
@@ -2079,9 +2079,10 @@ TT_EXPORT void __tt_sgm_fail(tt_sgm_state *st, int32_t why, uint32_t lane, const
         m.add(": all 32 lanes of a simdgroup must reach the same call site");
       m.add(";\n  threads ");
       add_lane_ranges(m, s, op.lanes);
-      m.add(" issued %s (MSL line %u:%u)%s;\n  thread %u issues %s (MSL line %u:%u)", op.what, op.line, op.col,
-            why == TT_SGM_OTHER_TYPES ? " in another instantiation" : "", t, what, line, col);
-      add_line(w->L->res, op.line);
+      m.add(" issued %s (MSL line %u:%u)%s;\n  thread %u issues %s (MSL line %u:%u)", op.what,
+            (uint32_t)(op.site >> 32), (uint32_t)op.site, why == TT_SGM_OTHER_TYPES ? " in another instantiation" : "",
+            t, what, line, col);
+      add_line(w->L->res, (uint32_t)(op.site >> 32));
     }
     add_line(w->L->res, line);
     where(m, w, (int)t);
