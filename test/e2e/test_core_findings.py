@@ -1,0 +1,62 @@
+"""Findings of running upstream Triton's test_core on the apple backend (issue 9), each as a small kernel of
+our own with a torch reference. Hand-written TTGIR here is compiled from a `.ttgir` file the way upstream's
+layout tests do it, which skips upstream's `allocate_shared_memory` pass."""
+import torch
+import triton
+
+# Two buffers from `ttg.local_alloc` with no `allocation.offset` (nothing placed them), live at the same time,
+# and a layout conversion through threadgroup memory while both are live: all three need bytes of their own.
+_TWO_BUFFERS = """
+#blk = #ttg.blocked<{sizePerThread = [1, 4], threadsPerWarp = [4, 8], warpsPerCTA = [4, 1], order = [1, 0]}>
+#col = #ttg.blocked<{sizePerThread = [4, 1], threadsPerWarp = [8, 4], warpsPerCTA = [1, 4], order = [0, 1]}>
+#shared = #ttg.swizzled_shared<{vec = 1, perPhase = 1, maxPhase = 1, order = [1, 0]}>
+#smem = #ttg.shared_memory
+module attributes {"ttg.num-ctas" = 1 : i32, "ttg.num-warps" = 4 : i32, "ttg.threads-per-warp" = 32 : i32} {
+  tt.func public @two_buffers(%x: !tt.ptr<i32>, %o0: !tt.ptr<i32>, %o1: !tt.ptr<i32>, %o2: !tt.ptr<i32>) {
+    %c32 = arith.constant dense<32> : tensor<16x1xi32, #blk>
+    %c1000 = arith.constant dense<1000> : tensor<16x32xi32, #blk>
+    %r = tt.make_range {end = 16 : i32, start = 0 : i32} : tensor<16xi32, #ttg.slice<{dim = 1, parent = #blk}>>
+    %c = tt.make_range {end = 32 : i32, start = 0 : i32} : tensor<32xi32, #ttg.slice<{dim = 0, parent = #blk}>>
+    %r2 = tt.expand_dims %r {axis = 1 : i32} : tensor<16xi32, #ttg.slice<{dim = 1, parent = #blk}>> -> tensor<16x1xi32, #blk>
+    %rs = arith.muli %r2, %c32 : tensor<16x1xi32, #blk>
+    %c2 = tt.expand_dims %c {axis = 0 : i32} : tensor<32xi32, #ttg.slice<{dim = 0, parent = #blk}>> -> tensor<1x32xi32, #blk>
+    %rb = tt.broadcast %rs : tensor<16x1xi32, #blk> -> tensor<16x32xi32, #blk>
+    %cb = tt.broadcast %c2 : tensor<1x32xi32, #blk> -> tensor<16x32xi32, #blk>
+    %off = arith.addi %rb, %cb : tensor<16x32xi32, #blk>
+    %xs = tt.splat %x : !tt.ptr<i32> -> tensor<16x32x!tt.ptr<i32>, #blk>
+    %xp = tt.addptr %xs, %off : tensor<16x32x!tt.ptr<i32>, #blk>, tensor<16x32xi32, #blk>
+    %v = tt.load %xp : tensor<16x32x!tt.ptr<i32>, #blk>
+    %w = arith.addi %v, %c1000 : tensor<16x32xi32, #blk>
+    %a = ttg.local_alloc %v : (tensor<16x32xi32, #blk>) -> !ttg.memdesc<16x32xi32, #shared, #smem>
+    %b = ttg.local_alloc %w : (tensor<16x32xi32, #blk>) -> !ttg.memdesc<16x32xi32, #shared, #smem>
+    %vc = ttg.convert_layout %v : tensor<16x32xi32, #blk> -> tensor<16x32xi32, #col>
+    %la = ttg.local_load %a : !ttg.memdesc<16x32xi32, #shared, #smem> -> tensor<16x32xi32, #blk>
+    %lb = ttg.local_load %b : !ttg.memdesc<16x32xi32, #shared, #smem> -> tensor<16x32xi32, #blk>
+    %offc = ttg.convert_layout %off : tensor<16x32xi32, #blk> -> tensor<16x32xi32, #col>
+    %s0 = tt.splat %o0 : !tt.ptr<i32> -> tensor<16x32x!tt.ptr<i32>, #blk>
+    %p0 = tt.addptr %s0, %off : tensor<16x32x!tt.ptr<i32>, #blk>, tensor<16x32xi32, #blk>
+    tt.store %p0, %la : tensor<16x32x!tt.ptr<i32>, #blk>
+    %s1 = tt.splat %o1 : !tt.ptr<i32> -> tensor<16x32x!tt.ptr<i32>, #blk>
+    %p1 = tt.addptr %s1, %off : tensor<16x32x!tt.ptr<i32>, #blk>, tensor<16x32xi32, #blk>
+    tt.store %p1, %lb : tensor<16x32x!tt.ptr<i32>, #blk>
+    %s2 = tt.splat %o2 : !tt.ptr<i32> -> tensor<16x32x!tt.ptr<i32>, #col>
+    %p2 = tt.addptr %s2, %offc : tensor<16x32x!tt.ptr<i32>, #col>, tensor<16x32xi32, #col>
+    tt.store %p2, %vc : tensor<16x32x!tt.ptr<i32>, #col>
+    tt.return
+  }
+}
+"""
+
+
+def test_local_alloc_without_allocation_offset(tmp_path, device):
+    # upstream's test_local_load_store compiles TTGIR like this; the backend refused it as an internal error
+    # ("shared memory buffer without an allocation offset") instead of placing the buffers itself
+    path = tmp_path / "two_buffers.ttgir"
+    path.write_text(_TWO_BUFFERS)
+    kernel = triton.compile(str(path))
+    x = torch.arange(16 * 32, dtype=torch.int32, device=device).reshape(16, 32) * 7 - 300
+    outs = [torch.full_like(x, -1) for _ in range(3)]
+    kernel[(1, 1, 1)](x, *outs)
+    assert torch.equal(outs[0].cpu(), x.cpu())
+    assert torch.equal(outs[1].cpu(), (x + 1000).cpu())
+    assert torch.equal(outs[2].cpu(), x.cpu())
