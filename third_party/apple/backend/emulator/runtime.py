@@ -126,7 +126,10 @@ def _why_no_launcher(error: BaseException) -> str:
     if not os.path.isfile(os.path.join(inc, "Python.h")):
         return (f"Python's headers are missing ({inc}/Python.h): install them (Debian/Ubuntu: apt-get install "
                 "python3-dev for the distribution's Python; pyenv and python.org builds ship them)")
-    if not (os.environ.get("CC") or shutil.which("gcc") or shutil.which("clang")):
+    cc = os.environ.get("CC")
+    if cc is not None and not shutil.which(cc):
+        return f"CC={cc} is not found"
+    if cc is None and not (shutil.which("gcc") or shutil.which("clang")):
         return "no C compiler: install gcc or clang (Debian/Ubuntu: apt-get install gcc), or set CC"
     return "the C compiler failed (its messages are above)"
 
