@@ -20,6 +20,23 @@ if [ ! -f /usr/aarch64-linux-gnu/include/stdio.h ] || [ ! -d /usr/aarch64-linux-
     lld-22 qemu-user-static >/dev/null
 fi
 
+# The emulator's launcher (third_party/apple/backend/driver.c) is compiled on first use by Triton's
+# compile_module_from_file, as Triton compiles its own launchers: it needs `gcc` or `clang` on PATH (or CC; the
+# versioned clang-22 above is not looked for) and the headers of the Python that runs Triton. Debian's
+# python3-pip only recommends them (build-essential, python3-dev), so an install without recommends lacks them.
+# Triton's build reads the include directory of sysconfig's default scheme (posix_prefix for Debian's posix_local).
+PY_INCLUDE=$(python -c 'import sysconfig as s; d = s.get_default_scheme(); print(s.get_paths(scheme="posix_prefix" if d == "posix_local" else d)["include"])')
+if [ ! -f "$PY_INCLUDE/Python.h" ] || { [ -z "${CC:-}" ] && ! command -v gcc >/dev/null 2>&1 && ! command -v clang >/dev/null 2>&1; }; then
+  if [ "$(python -c 'import sys; print(sys.base_prefix)')" = "/usr" ]; then  # Debian's own Python (or a venv of it)
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq gcc python3-dev >/dev/null
+  fi
+  if [ ! -f "$PY_INCLUDE/Python.h" ]; then
+    echo "install.sh: $PY_INCLUDE/Python.h is missing: install the headers of $(python -c 'import sys; print(sys.executable)')" >&2
+    exit 1
+  fi
+fi
+
 python -m pip install -q "torch==2.13.0" "triton==3.9.0" "numpy==2.4.6" "pytest==9.0.3" "pytest-xdist==3.8.0" "hypothesis==6.155.2" "nanobind==3.1.0"
 # test/integration runs these libraries unmodified; they need only torch and triton, hence --no-deps.
 python -m pip install -q --no-deps "liger-kernel==0.8.5"
