@@ -149,6 +149,7 @@ def ttgir_dots(ttgir: str) -> List[Dot]:
 # ------------------------------------------------------------------------------------------------ MSL
 
 _OP_COMMENT = re.compile(r'^\s*// ([a-z_]+\.[a-z_.]+) (\S+):(\d+)\s*$')
+_OP_TRAILING_COMMENT = re.compile(r'^\s*\S.*?(?P<comment>\s*// (?P<op>[a-z_]+\.[a-z_.]+) (?P<file>\S+):(?P<line>\d+))\s*$')
 _VEC_ACCESS = re.compile(r'\*\(device (?:const )?([a-z]+)(\d+)\*\)')
 _SCALAR_DEREF = re.compile(r'(?<![\w)\]])\*([A-Za-z_]\w*)')
 _PTR_DECL = re.compile(r'device (?:const )?([a-z]+)\* ([A-Za-z_]\w*)\b')
@@ -166,7 +167,8 @@ class Section:
 
 
 def msl_sections(msl: str) -> List[Section]:
-    """Every op of the MSL with the lines up to the next op comment, in MSL order."""
+    """Every op of the MSL with the lines up to the next op, in MSL order. An op's location comment is on a
+    line of its own before its code, or (since the lowering writes it so) at the end of its first line."""
     sections: List[Section] = []
     loops: List[str] = []  # indentation of the open scf.for loops
     for line in msl.splitlines():
@@ -174,8 +176,12 @@ def msl_sections(msl: str) -> List[Section]:
         if m:
             sections.append(Section(m.group(1), (m.group(2), int(m.group(3))), [], bool(loops)))
             continue
+        m = _OP_TRAILING_COMMENT.match(line)
+        if m:
+            sections.append(Section(m.group("op"), (m.group("file"), int(m.group("line"))), [], bool(loops)))
+            line = line[:m.start("comment")]
         f = _SCF_FOR.match(line)
-        if f:
+        if f and line.rstrip().endswith("{"):
             loops.append(f.group(1))
         elif loops and line == loops[-1] + "}":
             loops.pop()

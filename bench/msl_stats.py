@@ -1,9 +1,10 @@
 """Numbers read off a kernel's generated MSL, for bench/codegen_report.py.
 
 The lowering writes one statement per line, opens every block at the end of a line and closes it on a
-line of its own, and puts a `// <op> <file>:<line>` comment before the code of each op (see
-docs/architecture.md). These functions rely on that shape and on nothing else of the lowering, so they
-read the MSL of older revisions too.
+line of its own (a loop or `if` whose body is one statement is written on one line), and puts a
+`// <op> <file>:<line>` comment at the end of the first line of each op's code (older revisions: on a line
+before it). These functions rely on that shape and on nothing else of the lowering, so they read the MSL of
+older revisions too.
 
   lines         every line of the MSL; `code lines` leaves out blank and comment-only lines
   functions     top-level functions other than the kernel (helpers, combine functions, noinline callees)
@@ -30,7 +31,9 @@ SIMD_BUILTINS = ("simd_sum", "simd_product", "simd_max", "simd_min", "simd_and",
 _BUILTIN_CALL = re.compile(r"\b(" + "|".join(sorted(SIMD_BUILTINS, key=len, reverse=True)) + r")\s*\(")
 _SHUFFLE_CALL = re.compile(r"\bsimd_shuffle\w*\s*\(")
 _FUNC_NAME = re.compile(r"(\w+)\s*\(")
-_CONST_LOOP = re.compile(r"^\s*for \((?:uint|int|ushort|short) (\w+) = (\d+); \1 < (\d+); (?:\+\+\1|\1\+\+)\)\s*\{\s*$")
+_CONST_LOOP = re.compile(r"^\s*for \((?:uint|int|ushort|short) (\w+) = (\d+); \1 < (\d+); (?:\+\+\1|\1\+\+|\1 \+= (\d+))\)\s*\{\s*$")
+# a constant loop whose body is the rest of its line (`for (uint r = 0; r < 8; ++r) x[r] = ...;`)
+_CONST_LOOP_INLINE = re.compile(r"^\s*for \((?:uint|int|ushort|short) (\w+) = (\d+); \1 < (\d+); (?:\+\+\1|\1\+\+|\1 \+= (\d+))\)\s*(?=[^{\s])")
 _ANY_LOOP = re.compile(r"^\s*(?:for|while)\s*\(|^\s*do\s*\{")
 _COMMENT_ONLY = re.compile(r"^\s*//")
 
@@ -85,6 +88,11 @@ class _Scope:
     counts: Optional[LoopCounts] = None
 
 
+def _trip(m) -> int:
+    step = int(m.group(4)) if m.group(4) else 1
+    return -(-(int(m.group(3)) - int(m.group(2))) // step)
+
+
 def dot_loop_counts(lines: List[str]) -> List[LoopCounts]:
     """LoopCounts of each non-constant loop of `lines` that contains a simdgroup_multiply_accumulate."""
     stack: List[_Scope] = []
@@ -107,6 +115,13 @@ def dot_loop_counts(lines: List[str]) -> List[LoopCounts]:
                 loop = scope
                 break
             weight *= scope.trip
+        inline = code
+        while loop is not None:  # loops whose body is on their own line multiply it
+            m = _CONST_LOOP_INLINE.match(inline)
+            if not m:
+                break
+            weight *= _trip(m)
+            inline = inline[m.end():]
         if loop is not None:
             c = loop.counts
             c.loads += weight * code.count("simdgroup_load(")
@@ -117,7 +132,7 @@ def dot_loop_counts(lines: List[str]) -> List[LoopCounts]:
         if net > 0:
             m = _CONST_LOOP.match(code)
             if m:
-                stack.append(_Scope(int(m.group(3)) - int(m.group(2)), False))
+                stack.append(_Scope(_trip(m), False))
             elif _ANY_LOOP.match(code):
                 stack.append(_Scope(1, True, LoopCounts()))
             else:

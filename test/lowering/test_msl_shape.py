@@ -42,11 +42,15 @@ CHECK-NEXT: constant int& n {{\[\[}}buffer(3){{\]\]}},
 CHECK: const int pid = int(tt_pid.x);
 CHECK: bool mask{{.*}}[8];
 CHECK: = mask{{.*}}{{\[}}[[R:t_r[_0-9]*]]] ? *x{{.*}}{{\[}}[[R]]] : float(0);
-CHECK: if (mask{{.*}}{{\[}}[[S:t_r[_0-9]*]]]) {
-CHECK-NEXT: *{{.*}}{{\[}}[[S]]] = {{.*}}{{\[}}[[S]]];
+CHECK: for (uint [[S:t_r[_0-9]*]] = 0; [[S]] < 8; ++[[S]]) if (mask{{.*}}{{\[}}[[S]]]) *{{.*}}{{\[}}[[S]]] = {{.*}}{{\[}}[[S]]];  // tt.store
+CHECK-NEXT: }
 """)
     assert k.metadata.name == "add_kernel"
     assert k.metadata.shared == 0
+    src = msl(k)
+    # no threadgroup memory: no buffer macro; no `return;` closing the kernel; builtin inputs it never reads
+    # are not declared
+    assert "TT_THREADGROUP_BUFFER" not in src and "return;" not in src and "tt_nprog" not in src
 
 
 def test_fast_math_is_explicit_opt_in():
@@ -64,7 +68,7 @@ CHECK: TT_THREADGROUP_BUFFER(tt_smem, 16);
 CHECK: = simd_sum(
 CHECK: threadgroup_barrier(mem_flags::mem_threadgroup);
 CHECK: threadgroup float* {{.*}} = (threadgroup float*)(tt_smem + 0);
-CHECK: if (tt_tid == 0) {
+CHECK: if (tt_tid == 0) *{{.*}} = {{.*}};  // tt.store
 """)
     assert k.metadata.shared == 16
     assert "simd_shuffle" not in msl(k)
@@ -123,11 +127,12 @@ def test_convert_layout_inside_a_simdgroup_uses_shuffles():
     run_filecheck("convert", src, r"""
 CHECK: kernel void col_sum_kernel(
 CHECK: // ttg.convert_layout
-CHECK: const ushort t_src_lane{{.*}} = ushort(
+CHECK-NEXT: const ushort t_src_lane{{.*}} = ushort(
 CHECK: = tt_simd_shuffle(
 CHECK: // tt.store
 """)
-    convert = src[src.index("// ttg.convert_layout"):src.index("// tt.store", src.index("// ttg.convert_layout"))]
+    start = src.rindex("\n", 0, src.index("// ttg.convert_layout"))
+    convert = src[start:src.rindex("\n", 0, src.index("// tt.store", start))]
     assert "threadgroup_barrier" not in convert and "tt_smem" not in convert
 
 
@@ -141,12 +146,12 @@ def test_aligned_contiguous_fp32_load_is_a_128_bit_access():
     src = ASTSource(add_kernel, sig, {(4, ): 1024}, attrs)
     k = _triton.compile(src, target=GPUTarget("cpu", "apple7", 32))
     run_filecheck("vec", msl(k), r"""
-CHECK: // tt.load
-CHECK: const float4 {{.*}} = *(device const float4*){{.*}};
-CHECK: // tt.load
-CHECK: const float4 {{.*}} = *(device const float4*){{.*}};
-CHECK: // tt.store
-CHECK: *(device float4*){{.*}} = {{.*}};
+CHECK: static inline void tt_unpack(thread float* regs, float4 v)
+CHECK: float [[X:x[_0-9]*]][8];  // tt.load
+CHECK-NEXT: for (uint [[R:t_r[_0-9]*]] = 0; [[R]] < 8; [[R]] += 4) tt_unpack([[X]] + [[R]], mask{{.*}}{{\[}}[[R]]] ? *(device const float4*){{.*}}{{\[}}[[R]]] : float4(0));
+CHECK: float [[Y:y[_0-9]*]][8];  // tt.load
+CHECK-NEXT: for (uint [[R2:t_r[_0-9]*]] = 0; [[R2]] < 8; [[R2]] += 4) tt_unpack([[Y]] + [[R2]], mask{{.*}}{{\[}}[[R2]]] ? *(device const float4*){{.*}}{{\[}}[[R2]]] : float4(cst));
+CHECK: if (mask{{.*}}) *(device float4*){{.*}} = tt_pack4({{.*}});  // tt.store
 """)
 
 

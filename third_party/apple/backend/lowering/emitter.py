@@ -25,6 +25,11 @@ if TYPE_CHECKING:
     from .context import KernelContext
 
 BARRIER = "threadgroup_barrier(mem_flags::mem_threadgroup);"
+# Blocks `close` folds onto their header line when their body is one statement (not a declaration, whose scope
+# would change), as long as the line stays this short.
+_BLOCK_HEADER = re.compile(r"(for|if) \(.*\) \{$")
+_DECLARATION = re.compile(r"(const |constexpr |static |thread |threadgroup |device )*[A-Za-z_][\w:<>]*[*&]* +[A-Za-z_]\w*(\[\d+\])* *(=|;)")
+_MAX_FOLDED = 140
 BF16 = ScalarType("bf16")
 
 
@@ -109,6 +114,7 @@ class FunctionEmitter:
         self.names: set = set()
         self.current_op: Optional[Op] = None
         self.op_lines: List[Tuple[int, Op]] = []  # (index in `lines`, op whose code starts there)
+        self._starts: List[int] = []  # first line index of each op being lowered (innermost last)
         self._counter = 0
 
     # -- names and values ------------------------------------------------------------------------
@@ -193,7 +199,30 @@ class FunctionEmitter:
 
     def close(self, trailer: str = "}") -> None:
         self.indent -= 1
+        if trailer == "}" and self._fold_single_statement():
+            return
         self.emit(trailer)
+
+    def _fold_single_statement(self) -> bool:
+        """A `for (...) {` or `if (...) {` block whose body is one statement becomes one line,
+        `for (...) statement;`; the line indices of ops after it move up by one."""
+        if len(self.lines) < 2:
+            return False
+        header, body = self.lines[-2], self.lines[-1]
+        pad = "    " * self.indent
+        if not (header.startswith(pad) and _BLOCK_HEADER.match(header[len(pad):]) and body.startswith(pad + "    ")):
+            return False
+        stmt = body.strip()
+        if not stmt.endswith(";") or "//" in stmt or "{" in stmt or "}" in stmt or _DECLARATION.match(stmt):
+            return False
+        folded = f"{header[:-2]} {stmt}"
+        if len(folded) > _MAX_FOLDED:
+            return False
+        h = len(self.lines) - 2
+        self.lines[h:] = [folded]
+        self.op_lines = [(i if i <= h else i - 1, op) for i, op in self.op_lines]
+        self._starts = [i if i <= h else i - 1 for i in self._starts]
+        return True
 
     def else_(self) -> None:
         """Close the current `if` block and open its `else` block."""
@@ -264,15 +293,18 @@ class FunctionEmitter:
         saved = self.current_op
         self.current_op = op
         self.ctx.check_f64(op)
-        start = len(self.lines)
-        fn(self, op)
+        self._starts.append(len(self.lines))
+        try:
+            fn(self, op)
+        finally:
+            start = self._starts.pop()
         if len(self.lines) > start:
             self.op_lines.append((start, op))
         self.current_op = saved
 
     def text_with_origins(self) -> Tuple[List[str], List[Tuple[int, Op]]]:
-        """The body's lines with a `// <op> <file>:<line>` comment before the code of each located op, and,
-        for each such op, the index of its first line of code in the returned list."""
+        """The body's lines, the first line of code of each located op ending in a `// <op> <file>:<line>`
+        comment, and, for each op with code, the index of that line."""
         out: List[str] = []
         origins: List[Tuple[int, Op]] = []
         starts = {}
@@ -281,8 +313,7 @@ class FunctionEmitter:
         for i, line in enumerate(self.lines):
             op = starts.get(i)
             if op is not None and op.loc.file:
-                pad = line[:len(line) - len(line.lstrip())]
-                out.append(f"{pad}// {op.name} {op.loc.file.rsplit('/', 1)[-1]}:{op.loc.line}")
+                line = f"{line}  // {op.name} {op.loc.file.rsplit('/', 1)[-1]}:{op.loc.line}"
             if op is not None:
                 origins.append((len(out), op))
             out.append(line)

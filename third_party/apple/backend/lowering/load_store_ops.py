@@ -8,10 +8,13 @@ V registers is V consecutive, aligned elements under one mask value, the run mov
 """
 from __future__ import annotations
 
+from typing import Tuple
+
 from ..analysis.axis_info import vector_width
 from ..ir import Op
 from .elementwise_ops import elementwise
-from .emitter import FunctionEmitter, elem_type, is_tensor
+from .emitter import FunctionEmitter, Lowered, elem_type, is_tensor
+from .msl_helpers import vector_register_helpers
 from .msl_types import elem_bytes
 from .registry import OpFamily
 
@@ -20,23 +23,35 @@ FAMILY = OpFamily("load_store")
 _VECTOR_TYPES = {"float", "half", "bfloat", "int", "uint", "short", "ushort", "char", "uchar", "long", "ulong"}
 
 
-def access_width(em: FunctionEmitter, op: Op, mask_index: int) -> int:
-    """Vector width for the tensor access `op` (1 when nothing wider is provably safe)."""
+def access_width(em: FunctionEmitter, op: Op, mask_index: int) -> Tuple[int, bool]:
+    """(V, whole): the vector width for the tensor access `op` (1 when nothing wider is provably safe), and
+    whether the mask is provably one value over each run of V registers. When it is not (a masked tail
+    whose bound axis info cannot place), each run checks its V mask values and moves as a vector when all
+    are set, else element by element."""
     ptr_v = op.operands[0]
     ptr = em.get(ptr_v)
     if not ptr.is_tensor or ptr.uniform or em.axis is None:
-        return 1
+        return 1, True
     ct = em.ctype(elem_type(ptr_v).pointee)
     if ct not in _VECTOR_TYPES:
-        return 1
+        return 1, True
     mask_v = op.operands[mask_index] if len(op.operands) > mask_index else None
-    v = vector_width(em.axis, ptr_v, mask_v, ptr.layout, elem_bytes(elem_type(ptr_v).pointee))
-    return v if ptr.regs % v == 0 else 1
+    nbytes = elem_bytes(elem_type(ptr_v).pointee)
+    v = vector_width(em.axis, ptr_v, None, ptr.layout, nbytes)
+    if v == 1 or ptr.regs % v:
+        return 1, True
+    if mask_v is None or em.get(mask_v).uniform:
+        return v, True
+    return v, vector_width(em.axis, ptr_v, mask_v, ptr.layout, nbytes) >= v
 
 
 @FAMILY.lowers("tt.addptr")
 def _addptr(em: FunctionEmitter, op: Op) -> None:
     elementwise(em, op, lambda a: f"{a[0]} + {a[1]}")
+
+
+def _scalar_load(ptr: str, ct: str) -> str:
+    return f"tt_f64_from_bits(*{ptr})" if ct == "tt_double" else f"*{ptr}"  # software float64 is its bits
 
 
 @FAMILY.lowers("tt.load")
@@ -45,15 +60,13 @@ def _load(em: FunctionEmitter, op: Op) -> None:
     other = op.operands[2] if len(op.operands) > 2 else None
     ct = em.ctype(elem_type(op.result))
     default = f"{ct}(0)"
-    width = access_width(em, op, 1)
+    width, whole = access_width(em, op, 1)
     if width > 1:
-        _vector_load(em, op, width, ct)
+        _vector_load(em, op, width, whole, ct)
         return
 
-    soft_f64 = ct == "tt_double"  # software float64 is stored as its bits (a ulong)
-
     def make(a):
-        value = f"tt_f64_from_bits(*{a[0]})" if soft_f64 else f"*{a[0]}"
+        value = _scalar_load(a[0], ct)
         if mask is None:
             return value
         fallback = a[2] if other is not None else default
@@ -62,37 +75,57 @@ def _load(em: FunctionEmitter, op: Op) -> None:
     elementwise(em, op, make)
 
 
-def _vector_load(em: FunctionEmitter, op: Op, width: int, ct: str) -> None:
+def _all_set(mask: Lowered, r: str, width: int) -> str:
+    return " && ".join(mask.at(f"{r} + {j}" if j else r) for j in range(width))
+
+
+def _vector_load(em: FunctionEmitter, op: Op, width: int, whole: bool, ct: str) -> None:
+    """Runs of `width` registers as one `T<width>` load each: `regs = mask ? *(device const T<width>*)p :
+    other` (a masked-off run never reads memory), written to the registers by `tt_unpack`."""
     ptr = em.get(op.operands[0])
     mask = em.get(op.operands[1]) if len(op.operands) > 1 else None
     other = em.get(op.operands[2]) if len(op.operands) > 2 else None
     out = em.declare(op.result)
     vt = f"{ct}{width}"
+    unpack, pack = _require_vector_helpers(em, ct, width)
     r = _open_vector_runs(em, out.regs, width)
-    if mask is not None:
-        em.open(f"if ({mask.at(r)})")
-    vec = em.temp("vec")
-    em.emit(f"const {vt} {vec} = *(device const {vt}*){ptr.at(r)};")
-    with _lanes_of_vector(em, width) as j:
-        em.emit(f"{out.name}[{r} + {j}] = {vec}[{j}];")
-    if mask is not None:
+    loaded = f"*(device const {vt}*){ptr.at(r)}"
+    if other is None:
+        fallback = f"{vt}(0)"
+    elif other.uniform or not other.is_tensor:
+        fallback = f"{vt}({other.at(r)})"
+    else:
+        fallback = f"{pack}({other.name} + {r})"
+    if mask is None:
+        em.emit(f"{unpack}({out.name} + {r}, {loaded});")
+    elif whole:
+        em.emit(f"{unpack}({out.name} + {r}, {mask.at(r)} ? {loaded} : {fallback});")
+    else:
+        em.open(f"if ({_all_set(mask, r, width)})")
+        em.emit(f"{unpack}({out.name} + {r}, {loaded});")
         em.else_()
-        with _lanes_of_vector(em, width) as j:
-            em.emit(f"{out.name}[{r} + {j}] = {other.at(f'{r} + {j}') if other is not None else f'{ct}(0)'};")
+        with em.for_regs(width, "j") as j:
+            e = f"{r} + {j}"
+            value = _scalar_load(ptr.at(e), ct)
+            fb = other.at(e) if other is not None else f"{ct}(0)"
+            em.emit(f"{out.name}[{e}] = {mask.at(e)} ? {value} : {fb};")
         em.close()
     em.close()
 
 
+def _require_vector_helpers(em: FunctionEmitter, ct: str, width: int) -> Tuple[str, str]:
+    names = []
+    for key, name, text in vector_register_helpers(ct, width):
+        em.ctx.helpers.setdefault(key, text)
+        names.append(name)
+    return names[0], names[1]
+
+
 def _open_vector_runs(em: FunctionEmitter, regs: int, width: int) -> str:
     """Open a loop over the runs of `width` registers; returns the name of the run's first register."""
-    g, r = em.loop_var("g"), em.loop_var("r")
-    em.open(f"for (uint {g} = 0; {g} < {regs // width}; ++{g})")
-    em.emit(f"const uint {r} = {width} * {g};")
+    r = em.loop_var("r")
+    em.open(f"for (uint {r} = 0; {r} < {regs}; {r} += {width})")
     return r
-
-
-def _lanes_of_vector(em: FunctionEmitter, width: int):
-    return em.for_regs(width, "j")
 
 
 @FAMILY.lowers("tt.store")
@@ -103,12 +136,13 @@ def _store(em: FunctionEmitter, op: Op) -> None:
     masked = (lambda r: mask.at(r)) if mask is not None else None
     bits = ".bits" if val.ctype == "tt_double" else ""  # software float64 is stored as its bits
     lay = em.layout(op.operands[0].type) if is_tensor(op.operands[0]) else None
-    width = access_width(em, op, 2) if lay is not None else 1
+    width, whole = access_width(em, op, 2) if lay is not None else (1, True)
     if width == 1:
         with em.owned_regs(lay, masked) as r:
             em.emit(f"*{ptr.at(r)} = {val.at(r)}{bits};")
         return
-    # runs of `width` registers: the run's first register carries the ownership and the mask
+    # runs of `width` registers: the run's first register carries the ownership (and the mask, when it is
+    # one value over the run)
     own = em.owner_predicate(lay)
     free = lay.free_reg_mask()
     if own:
@@ -116,14 +150,26 @@ def _store(em: FunctionEmitter, op: Op) -> None:
     ct = em.ctype(elem_type(op.operands[1]))
     vt = f"{ct}{width}"
     r = _open_vector_runs(em, lay.num_regs, width)
-    conds = ([f"({r} & {free}) == 0"] if free else []) + ([mask.at(r)] if mask is not None else [])
+    if val.uniform:
+        packed = f"{vt}({val.at(r)})"
+    else:
+        packed = f"{_require_vector_helpers(em, ct, width)[1]}({val.name} + {r})"
+    conds = ([f"({r} & {free}) == 0"] if free else []) + ([mask.at(r) if whole else _all_set(mask, r, width)]
+                                                           if mask is not None else [])
     if conds:
         em.open(f"if ({' && '.join(conds)})")
-    vec = em.temp("vec")
-    em.emit(f"{vt} {vec};")
-    with _lanes_of_vector(em, width) as j:
-        em.emit(f"{vec}[{j}] = {val.at(f'{r} + {j}')};")
-    em.emit(f"*(device {vt}*){ptr.at(r)} = {vec};")
+    em.emit(f"*(device {vt}*){ptr.at(r)} = {packed};")
+    if mask is not None and not whole:
+        em.else_()
+        if free:
+            em.open(f"if (({r} & {free}) == 0)")
+        with em.for_regs(width, "j") as j:
+            e = f"{r} + {j}"
+            em.open(f"if ({mask.at(e)})")
+            em.emit(f"*{ptr.at(e)} = {val.at(e)};")
+            em.close()
+        if free:
+            em.close()
     if conds:
         em.close()
     em.close()

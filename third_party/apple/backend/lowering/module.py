@@ -7,6 +7,7 @@ The op families the lowering knows are listed here, explicitly (`FAMILIES`).
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import List, Tuple
 
@@ -48,7 +49,9 @@ LOWERINGS = build_table(FAMILIES)
 PRELUDE = """#include <metal_stdlib>
 using namespace metal;
 {math_mode}
-#ifndef TT_THREADGROUP_BUFFER
+"""
+# Declares the kernel's threadgroup memory (only kernels that use some); the emulator defines its own.
+THREADGROUP_BUFFER = """#ifndef TT_THREADGROUP_BUFFER
 #define TT_THREADGROUP_BUFFER(name, nbytes) threadgroup alignas(16) uchar name[nbytes]
 #endif
 """
@@ -114,6 +117,7 @@ def _lower_callee(ctx: KernelContext, fn: Function) -> Tuple[str, FunctionEmitte
 
 
 def _kernel_params(ctx: KernelContext, em: FunctionEmitter, kernel_fn: Function) -> Tuple[List[BufferSlot], List[str]]:
+    """The buffer slots and their parameter text (the builtin inputs come from `_builtin_params`)."""
     slots: List[BufferSlot] = []
     text: List[str] = []
     for slot, a in enumerate(kernel_fn.args):
@@ -135,8 +139,22 @@ def _kernel_params(ctx: KernelContext, em: FunctionEmitter, kernel_fn: Function)
             f"apple backend: kernel '{ctx.kernel_name}' has {len(slots)} buffer arguments{debug}; Metal binds at "
             f"most {MAX_BUFFER_SLOTS}. Pass fewer tensors/scalars (e.g. pack scalars into one tensor)",
             len(slots), MAX_BUFFER_SLOTS, "buffer slots")
-    text += [f"{t} {n} [[{attr}]]" for t, n, attr in BUILTIN_INPUTS]
     return slots, text
+
+
+def _builtin_params(em: FunctionEmitter) -> List[str]:
+    """The builtin inputs the kernel's code reads (callees and region functions receive them as arguments,
+    so their calls name them too)."""
+    used = set(re.findall(r"\btt_\w+", "\n".join(em.lines)))
+    return [f"{t} {n} [[{attr}]]" for t, n, attr in BUILTIN_INPUTS if n in used]
+
+
+def _drop_final_return(em: FunctionEmitter) -> None:
+    """A kernel's `return;` as its last statement says nothing: drop it (and the location of its op)."""
+    if em.lines and em.lines[-1] == "    return;":
+        last = len(em.lines) - 1
+        em.lines.pop()
+        em.op_lines = [(i, op) for i, op in em.op_lines if i != last]
 
 
 def lower_module(module: Module, options) -> LoweredKernel:
@@ -147,6 +165,8 @@ def lower_module(module: Module, options) -> LoweredKernel:
     em = FunctionEmitter(ctx, axis=AxisInfoAnalysis(kernel_fn))
     slots, param_text = _kernel_params(ctx, em, kernel_fn)
     lower_body(em, kernel_fn.body)
+    _drop_final_return(em)
+    param_text += _builtin_params(em)
     if callees:
         ctx.uses_smem = True  # callees take tt_smem
     ctx.check_shared_bytes()
@@ -155,8 +175,13 @@ def lower_module(module: Module, options) -> LoweredKernel:
     fast = getattr(options, "fast_math", False)
     lines: List[str] = PRELUDE.format(math_mode="#pragma METAL fp math_mode(fast)" if fast else
                                       "#pragma METAL fp math_mode(safe)").splitlines()
-    for text in ctx.helpers.values():
-        lines += text.splitlines() + [""]
+    if shared:
+        lines += THREADGROUP_BUFFER.splitlines()
+    helpers = list(ctx.helpers.values())
+    for i, text in enumerate(helpers):
+        lines += text.splitlines()
+        if "\n" in text or i + 1 == len(helpers) or "\n" in helpers[i + 1]:
+            lines.append("")  # one-line helpers stand together
     locations: List[Tuple[int, str, str]] = []
 
     def add_function(header: str, body_em: FunctionEmitter, first: List[str] = ()) -> None:

@@ -328,3 +328,17 @@ def shuffle_helper(metal_fn: str, ctype: str) -> tuple:
     else:
         raise ValueError(f"no {metal_fn} overload for MSL type {ctype}")
     return f"{name}:{ctype}", name, head + body + "}"
+
+
+def vector_register_helpers(ctype: str, width: int) -> tuple:
+    """((key, name, text) of `tt_unpack(thread T* regs, T<width> v)`, which writes a vector's elements to
+    `width` consecutive registers, and of `tt_pack<width>(thread const T* regs)`, which reads them into one
+    vector), for MSL element type `ctype`: the register side of a vector global access."""
+    vt = f"{ctype}{width}"
+    unpack = ("tt_unpack:" + vt, "tt_unpack",
+              f"static inline void tt_unpack(thread {ctype}* regs, {vt} v) {{ "
+              f"for (int j = 0; j < {width}; ++j) regs[j] = v[j]; }}")
+    pack = (f"tt_pack{width}:{ctype}", f"tt_pack{width}",
+            f"static inline {vt} tt_pack{width}(thread const {ctype}* regs) {{ "
+            f"{vt} v; for (int j = 0; j < {width}; ++j) v[j] = regs[j]; return v; }}")
+    return unpack, pack
