@@ -142,9 +142,12 @@ def _compile_launcher():
     digest = hashlib.sha256()
     for name in ("emulator_runtime.h", "metal_limits.h"):
         digest.update((inc / name).read_bytes())
+    flags = [f"-DTT_APPLE_HEADERS_SHA256={digest.hexdigest()[:32]}"]
+    if sys.platform == "darwin":  # Python's symbols come from the interpreter that loads the module
+        flags += ["-undefined", "dynamic_lookup"]
     try:
         return compile_module_from_file(src_path=str(LAUNCHER_SOURCE), name=LAUNCHER_MODULE, include_dirs=[str(inc)],
-                                        ccflags=[f"-DTT_APPLE_HEADERS_SHA256={digest.hexdigest()[:32]}"])
+                                        ccflags=flags)
     except Exception as e:  # noqa: BLE001 (any failure to build or load it is the same problem, said once)
         raise EmulatorError(f"the emulator's launcher {LAUNCHER_SOURCE} could not be compiled ({type(e).__name__}: "
                             f"{e}): {_why_no_launcher(e)}. Emulator launches need it (a C compiler and "
