@@ -4,6 +4,9 @@ MSL source is compiled with clang against a Metal compat header (``include/metal
 host shared object; the runtime (``lib/emulator_runtime.cpp``) runs the kernel over a grid, each
 threadgroup on a host thread and each Metal thread on a fiber, with out-of-bounds accesses,
 divergent barriers/collectives and deadlocks reported as :class:`EmulatorLaunchError`.
+Launches go through the native launcher ``backend/driver.c`` (compiled on first use by Triton's
+``compile_module_from_file`` into Triton's cache; ``runtime.launcher()``), which needs a C compiler and
+Python's headers.
 
     from triton.backends.apple.emulator import compile_msl, Scalar
     k = compile_msl(msl_source, "add_kernel")
