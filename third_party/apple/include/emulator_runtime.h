@@ -247,6 +247,7 @@ typedef struct tt_sgm_state {
   uint32_t sg;      /* simdgroup index */
   tt_sgm_rec *free; /* unused records */
   volatile uint32_t *op_lane; /* as tt_simd_xchg.op_lane: the lane whose elements a whole-tile load reads */
+  volatile uint32_t op_line, op_col; /* while a whole-tile load runs: its call site (for a fault's report) */
   tt_sgm_op ring[TT_SGM_WINDOW];
 } tt_sgm_state;
 

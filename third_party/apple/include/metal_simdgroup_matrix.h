@@ -212,8 +212,10 @@ namespace __sgm {
    element it is (op_lane). */
 template <class T, class P>
 __attribute__((noinline, no_sanitize("array-bounds"))) tt_sgm_rec *
-load_tile(tt_sgm_state *st, P src, ulong ld, ulong2 origin, bool transpose) {
+load_tile(tt_sgm_state *st, P src, ulong ld, ulong2 origin, bool transpose, uint site_line, uint site_col) {
   tt_sgm_rec *r = new_rec(st);
+  st->op_line = site_line;
+  st->op_col = site_col;
   volatile uint32_t *op_lane = st->op_lane;
   /* lane l's elements j = 0, 1: row row(l), columns col(l, 0) and col(l, 0) + 1 */
   const ulong step = transpose ? ld : 1, stride = transpose ? 1 : ld;
@@ -226,6 +228,7 @@ load_tile(tt_sgm_state *st, P src, ulong ld, ulong2 origin, bool transpose) {
     r->d[8 * row_ + col_ + 1] = float(p[step]);
   }
   *op_lane = TT_EMU_NO_LANE;
+  st->op_line = 0;
   r->done = 1;
   return r;
 }
@@ -243,7 +246,7 @@ __TT_SGM_INLINE void load(simdgroup_matrix<T, 8, 8> &d, P src, ulong ld, ulong2 
     op->ox = origin.x;
     op->oy = origin.y;
     op->transpose = transpose;
-    op->rec = load_tile<T>(st, src, ld, origin, transpose);
+    op->rec = load_tile<T>(st, src, ld, origin, transpose, line, col);
     op->rec->refs = 1; /* the op's own reference, until every lane has issued it */
   }
   tt_sgm_rec *r = op->rec;
@@ -269,7 +272,8 @@ __TT_SGM_INLINE void load(simdgroup_matrix<T, 8, 8> &d, P src, ulong ld, ulong2 
 
 #define __TT_SGM_LOAD(SPACE)                                                                           \
   template <class T>                                                                                   \
-  inline void simdgroup_load(simdgroup_matrix<T, 8, 8> &d, const SPACE T *src,                         \
+  __attribute__((always_inline)) inline void simdgroup_load(simdgroup_matrix<T, 8, 8> &d,              \
+                                                             const SPACE T *src,                       \
                              ulong elements_per_row = 8, ulong2 matrix_origin = ulong2{0, 0},          \
                              bool transpose_matrix = false, __TT_SITE_PARAMS) {                        \
     __sgm::load(d, src, elements_per_row, matrix_origin, transpose_matrix, __TT_SITE_ARGS);            \
@@ -281,7 +285,8 @@ __TT_SGM_LOAD(__TT_CONSTANT)
 
 #define __TT_SGM_STORE(SPACE)                                                                          \
   template <class T>                                                                                   \
-  inline void simdgroup_store(const simdgroup_matrix<T, 8, 8> &a, SPACE T *dst,                        \
+  __attribute__((always_inline)) inline void simdgroup_store(const simdgroup_matrix<T, 8, 8> &a,       \
+                                                              SPACE T *dst,                            \
                               ulong elements_per_row = 8, ulong2 matrix_origin = ulong2{0, 0},         \
                               bool transpose_matrix = false, __TT_SITE_PARAMS) {                       \
     uint lane;                                                                                         \

@@ -701,12 +701,11 @@ void check_sgm_converged(Worker *w, uint32_t s, const char *at, int returned) {
   tt_sgm_state &st = w->sgm[s];
   if (st.issued == st.completed)
     return;
-  const tt_sgm_op &op = st.ring[st.completed % TT_SGM_WINDOW];
-  uint32_t missing = st.full & ~op.lanes;
   if (returned >= 0) {
     uint32_t lane = (uint32_t)returned % TT_EMU_SIMD_WIDTH;
     if (st.n[lane] == st.issued)
       return;
+    const tt_sgm_op &op = st.ring[st.n[lane] % TT_SGM_WINDOW]; // the first op the returning lane skipped
     if (begin_error(w->L, w, TT_ERR_SIMD, returned)) {
       Msg m;
       m.add("%s needs all 32 lanes of the simdgroup, but only the lanes in mask 0x%08x take part "
@@ -718,6 +717,8 @@ void check_sgm_converged(Worker *w, uint32_t s, const char *at, int returned) {
     }
     fail_here(w);
   }
+  const tt_sgm_op &op = st.ring[st.completed % TT_SGM_WINDOW]; // the first op some lane did not issue
+  uint32_t missing = st.full & ~op.lanes;
   if (begin_error(w->L, w, TT_ERR_DIVERGENCE, -1)) {
     Msg m;
     m.add("divergent simdgroup_matrix operation");
@@ -888,6 +889,7 @@ bool run_threadgroup(Worker *w, uint64_t linear) {
     st.full = g.full;
     st.sg = s;
     st.op_lane = &w->op_lane;
+    st.op_line = st.op_col = 0;
     st.free = nullptr; // every record is free again (a failed threadgroup may have left some referenced)
     for (tt_sgm_rec *r : w->sgm_recs[s]) {
       r->next_free = st.free;
@@ -1686,6 +1688,12 @@ void report_fault(Worker *w) {
                                 : "trap (SIGTRAP)");
   }
   if (begin_error(L, w, status, thread)) {
+    const tt_sgm_state &st = w->sgm[w->cur_thread / TT_EMU_SIMD_WIDTH];
+    if (w->op_lane < TT_EMU_SIMD_WIDTH && st.op_line) { // a whole-tile simdgroup_load (header code: no MSL line)
+      m.add(" in simdgroup_load (MSL line %u:%u), reading the elements of lane %u", st.op_line, st.op_col,
+            w->op_lane);
+      add_line(L->res, st.op_line);
+    }
     L->res->is_write = w->fault_write;
     L->res->pc = w->fault_pc;
     Dl_info info;
