@@ -439,6 +439,29 @@ fail:
   return NULL;
 }
 
+/* The exception being raised, taken out (NULL if none), and put back. */
+#if PY_VERSION_HEX >= 0x030C0000
+static PyObject *fetch_exception(void) { return PyErr_GetRaisedException(); }
+static void restore_exception(PyObject *exc) { PyErr_SetRaisedException(exc); }
+#else
+static PyObject *fetch_exception(void) {
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
+  if (!type)
+    return NULL;
+  PyErr_NormalizeException(&type, &value, &tb);
+  if (tb)
+    PyException_SetTraceback(value, tb);
+  Py_DECREF(type);
+  Py_XDECREF(tb);
+  return value;
+}
+static void restore_exception(PyObject *exc) {
+  if (exc)
+    PyErr_Restore(Py_NewRef((PyObject *)Py_TYPE(exc)), exc, PyException_GetTraceback(exc));
+}
+#endif
+
 /* Runs the launch while this thread waits in slices with the GIL released. Returns its final status, or
    INT32_MIN with a Python exception set when a signal handler raised (Ctrl-C): then the launch has been
    cancelled and waited for, so no kernel keeps running on buffers the caller is about to free. */
@@ -464,8 +487,7 @@ static int run_launch(const tt_launch_desc *desc, tt_launch_result *res) {
   return st == TT_EMU_DONE ? res->status : st;
 
 interrupted:;
-  PyObject *type, *value, *tb;
-  PyErr_Fetch(&type, &value, &tb);
+  PyObject *exc = fetch_exception();
   rt_cancel(token, TT_ERR_INTERRUPTED);
   for (;;) {
     int w;
@@ -478,14 +500,12 @@ interrupted:;
       if (PyErr_ExceptionMatches(PyExc_KeyboardInterrupt)) {
         PyErr_Clear(); /* a second Ctrl-C while the launch is being stopped */
       } else { /* another handler raised: that exception goes on, once the launch has stopped */
-        Py_XDECREF(type);
-        Py_XDECREF(value);
-        Py_XDECREF(tb);
-        PyErr_Fetch(&type, &value, &tb);
+        Py_XDECREF(exc);
+        exc = fetch_exception();
       }
     }
   }
-  PyErr_Restore(type, value, tb);
+  restore_exception(exc);
   return INT32_MIN;
 }
 
