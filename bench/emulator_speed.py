@@ -1,6 +1,7 @@
 """Speed of the Metal-on-CPU emulator against Triton's interpreter (TRITON_INTERPRET=1), same kernels.
 
     python bench/emulator_speed.py [--kernels "vector add,matmul fp16"] [--repeat 3] [--json out.json]
+                                   [--baseline-rev REV]
 
 For every kernel of bench/tutorial_kernels.py at its "speed" size (vector add of 1M floats, softmax /
 layer norm / cumsum / argmax / bias+GELU on 512 x 1000, fp16 matmul 256^3, flash attention 2 x 256 x 64)
@@ -12,6 +13,13 @@ status 1. Nothing asserts a speed.
 The emulator spreads threadgroups over TRITON_APPLE_EMULATOR_THREADS host threads (one per core by
 default); the interpreter runs on one thread with numpy. On a Mac this measures the emulator too
 (TRITON_APPLE_DEVICE=emulator is set for its side).
+
+`--baseline-rev REV` also measures the emulator of git revision REV in the same run: its sources
+(third_party/apple/include, third_party/apple/lib, third_party/apple/backend/emulator) are exported to a
+temporary directory and loaded, in a third subprocess, as a package of their own. Both emulators then run the
+same MSL (what this tree's compiler generated for each kernel in the emulator subprocess) on the same inputs,
+launched through the emulator's own API (`compile_msl(...).launch(...)`, which REV must have), best of
+`--repeat`; the second table shows both and the speed-up. The result of REV's launch is checked too.
 """
 from __future__ import annotations
 
@@ -27,34 +35,106 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 
-def worker(kernels: list, repeat: int, out: str) -> None:
-    """Runs in the subprocess: times each kernel on whatever TRITON_INTERPRET / the driver select."""
+EMULATOR_PATHS = ("third_party/apple/include", "third_party/apple/lib", "third_party/apple/backend/emulator")
+BASELINE_PACKAGE = "triton.backends.apple._emulator_baseline"
+
+
+def _best(fn, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return min(times)
+
+
+def _direct_launch(emu, msl: dict, launch, threads: int):
+    """A closure launching the saved MSL of a kernel with `emu` (an emulator package) on `launch`'s arguments:
+    buffer slot by parameter name, scalars typed as the MSL parameter."""
+    kernel = emu.compile_msl(msl["source"], msl["name"])
+    buffers = {}
+    for p in msl["params"]:
+        value = launch.args[p["name"]]
+        buffers[p["slot"]] = value if p["kind"] == "pointer" else emu.Scalar(value, p["msl_type"])
+    grid = tuple(launch.grid) + (1,) * (3 - len(launch.grid))
+    return lambda: kernel.launch(grid, (threads, 1, 1), buffers)
+
+
+def _baseline_emulator(tree: str):
+    """The emulator package of the exported tree, imported under its own name (so that it can never be mixed up
+    with this tree's); its relative imports of the backend (knobs, target) resolve to this tree's."""
+    import importlib.util
+    import triton.backends.apple as apple
+    pkg = Path(tree) / "third_party/apple/backend/emulator"
+    spec = importlib.util.spec_from_file_location(BASELINE_PACKAGE, pkg / "__init__.py",
+                                                  submodule_search_locations=[str(pkg)])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[BASELINE_PACKAGE] = module
+    spec.loader.exec_module(module)
+    assert Path(module.__file__).resolve().is_relative_to(Path(tree).resolve())
+    assert "triton.backends.apple.emulator" not in sys.modules, "this tree's emulator was imported too"
+    apple._emulator_baseline = module
+    return module
+
+
+def worker(kernels: list, repeat: int, out: str, msl_dir: str = "", baseline_tree: str = "") -> None:
+    """Runs in the subprocess: times each kernel on whatever TRITON_INTERPRET / the driver select. With
+    `msl_dir` (emulator side) it also saves each kernel's MSL there and times launching it directly; with
+    `baseline_tree` it only does the latter, with that tree's emulator, on the MSL saved in `msl_dir`."""
     sys.path.insert(0, str(HERE))
     import tutorial_kernels as tk
+    emu = _baseline_emulator(baseline_tree) if baseline_tree else None
+    side = "baseline" if baseline_tree else os.environ.get("TRITON_INTERPRET") and "interpreter" or "emulator"
     results = {}
     for name in kernels:
         case = tk.case(name)
+        saved = Path(msl_dir) / (name.replace(" ", "_") + ".json") if msl_dir else None
         try:
             launch = case.launch("cpu", "speed")
-            t = time.perf_counter()
-            launch.call()  # compiles (emulator) / warms up (interpreter)
-            first = time.perf_counter() - t
-            times = []
-            for _ in range(repeat):
+            if baseline_tree:
+                msl = json.loads(saved.read_text())
+                run = _direct_launch(emu, msl, launch, msl["threads"])
                 t = time.perf_counter()
-                launch.call()
-                times.append(time.perf_counter() - t)
+                run()  # compiles
+                first = time.perf_counter() - t
+                results[name] = dict(direct=_best(run, repeat), first=first, err=launch.error(), tol=launch.tol)
+                continue
+            t = time.perf_counter()
+            compiled = launch.call()  # compiles (emulator) / warms up (interpreter)
+            first = time.perf_counter() - t
+            best = _best(launch.call, repeat)
             err = launch.error()
-            results[name] = dict(best=min(times), first=first, err=err, tol=launch.tol, flops=launch.flops,
+            results[name] = dict(best=best, first=first, err=err, tol=launch.tol, flops=launch.flops,
                                  bytes=launch.bytes, size=tk.fmt_size(case.sizes["speed"]))
+            if saved is not None:
+                import triton.backends.apple.emulator as this_emu
+                source = compiled.asm["msl"]
+                msl = dict(source=source if isinstance(source, str) else source.decode(), name=compiled.metadata.name,
+                           params=json.loads(compiled.metadata.kernel_signature),
+                           threads=launch.num_warps * 32)
+                saved.write_text(json.dumps(msl))
+                run = _direct_launch(this_emu, msl, launch, msl["threads"])
+                run()
+                results[name].update(direct=_best(run, repeat), direct_err=launch.error())
         except Exception as e:  # noqa: BLE001 (reported in the table)
             results[name] = dict(error=tk.describe_error(e))
-        print(f"  {os.environ.get('TRITON_INTERPRET') and 'interpreter' or 'emulator'}: {name}", file=sys.stderr,
-              flush=True)
+        print(f"  {side}: {name}", file=sys.stderr, flush=True)
     Path(out).write_text(json.dumps(results))
 
 
-def run_side(side: str, kernels: list, repeat: int) -> dict:
+def export_tree(rev: str, dest: Path) -> str:
+    """Exports the emulator sources of git revision `rev` under `dest`; returns the full commit id."""
+    repo = HERE.parent
+    commit = subprocess.run(["git", "-C", str(repo), "rev-parse", "--verify", rev + "^{commit}"], check=True,
+                            capture_output=True, text=True).stdout.strip()
+    archive = subprocess.run(["git", "-C", str(repo), "archive", commit, *EMULATOR_PATHS], check=True,
+                             capture_output=True).stdout
+    dest.mkdir(parents=True)
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    return commit
+
+
+def run_side(side: str, kernels: list, repeat: int, msl_dir: str = "", baseline_tree: str = "") -> dict:
     env = dict(os.environ, TRITON_APPLE_DEVICE="emulator")
     env.pop("TRITON_INTERPRET", None)
     if side == "interpreter":
@@ -63,6 +143,10 @@ def run_side(side: str, kernels: list, repeat: int) -> dict:
         out = os.path.join(tmp, "result.json")
         cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", out, "--repeat", str(repeat),
                "--kernels", ",".join(kernels)]
+        if msl_dir:
+            cmd += ["--msl-dir", msl_dir]
+        if baseline_tree:
+            cmd += ["--baseline-tree", baseline_tree]
         res = subprocess.run(cmd, env=env)
         if res.returncode != 0:
             raise RuntimeError(f"{side} worker failed (exit status {res.returncode})")
@@ -75,11 +159,15 @@ def main(argv=None) -> int:
     ap.add_argument("--kernels", default="", help="comma-separated subset of kernel names")
     ap.add_argument("--repeat", type=int, default=3, help="timed runs per side after one untimed (default 3)")
     ap.add_argument("--json", default="", help="also write the measurements here")
+    ap.add_argument("--baseline-rev", default="",
+                    help="also time the emulator of this git revision (same MSL, same run; see below)")
     ap.add_argument("--worker", default="", help=argparse.SUPPRESS)
+    ap.add_argument("--msl-dir", default="", help=argparse.SUPPRESS)
+    ap.add_argument("--baseline-tree", default="", help=argparse.SUPPRESS)
     opts = ap.parse_args(argv)
     names = [k.strip() for k in opts.kernels.split(",") if k.strip()]
     if opts.worker:
-        worker(names, opts.repeat, opts.worker)
+        worker(names, opts.repeat, opts.worker, opts.msl_dir, opts.baseline_tree)
         return 0
     if not names:
         sys.path.insert(0, str(HERE))
@@ -87,7 +175,16 @@ def main(argv=None) -> int:
         import tutorial_kernels as tk
         names = [c.name for c in tk.CASES]
 
-    emu = run_side("emulator", names, opts.repeat)
+    base, commit = None, ""
+    with tempfile.TemporaryDirectory(prefix="emulator_speed_base_") as tmp:
+        msl_dir = ""
+        if opts.baseline_rev:
+            commit = export_tree(opts.baseline_rev, Path(tmp) / "tree")
+            msl_dir = str(Path(tmp) / "msl")
+            os.mkdir(msl_dir)
+        emu = run_side("emulator", names, opts.repeat, msl_dir)
+        if opts.baseline_rev:
+            base = run_side("baseline", names, opts.repeat, msl_dir, str(Path(tmp) / "tree"))
     interp = run_side("interpreter", names, opts.repeat)
     threads = os.environ.get("TRITON_APPLE_EMULATOR_THREADS") or f"{os.cpu_count()} (one per core)"
     print(f"Emulator vs TRITON_INTERPRET=1: best of {opts.repeat} warm runs, ms; emulator threads: {threads}")
@@ -124,8 +221,33 @@ def main(argv=None) -> int:
         for side, r in (("emulator", emu[name]), ("interpreter", interp[name])):
             if "error" in r:
                 print(f"  {name} on the {side}: {r['error']}")
+    if base is not None:
+        print()
+        print(f"This tree's emulator vs the emulator of {opts.baseline_rev} ({commit[:12]}), same MSL and inputs, "
+              f"launched with compile_msl(...).launch(...): best of {opts.repeat} warm runs, ms")
+        head = ("kernel", "this tree", f"baseline {opts.baseline_rev}", "baseline/this", "interp/this",
+                "check this / baseline")
+        rows = []
+        for name in names:
+            e, b, i = emu[name], base[name], interp[name]
+            row = [name, f"{1e3 * e['direct']:.1f}" if "direct" in e else e.get("error", "-"),
+                   f"{1e3 * b['direct']:.1f}" if "direct" in b else b.get("error", "-")]
+            row.append(f"{b['direct'] / e['direct']:.1f}x" if "direct" in e and "direct" in b else "-")
+            row.append(f"{i['best'] / e['direct']:.1f}x" if "direct" in e and "best" in i else "-")
+            ok_e = "direct_err" in e and e["direct_err"] <= e["tol"]
+            ok_b = "err" in b and b["err"] <= b["tol"]
+            failures += (not ok_e) + (not ok_b)
+            row.append(f"{'ok' if ok_e else 'FAIL'} / {'ok' if ok_b else 'FAIL'}")
+            rows.append(row)
+        widths = [max(len(str(r[k])) for r in rows + [head]) for k in range(len(head))]
+        fmt = "| " + " | ".join(f"{{:<{w}}}" for w in widths) + " |"
+        print(fmt.format(*head))
+        print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+        for r in rows:
+            print(fmt.format(*r))
     if opts.json:
-        Path(opts.json).write_text(json.dumps({"emulator": emu, "interpreter": interp}, indent=1))
+        Path(opts.json).write_text(json.dumps({"emulator": emu, "interpreter": interp, "baseline": base,
+                                               "baseline_commit": commit}, indent=1))
     return 1 if failures else 0
 
 
