@@ -319,6 +319,74 @@ def _atomic_runner(op: str, dtype: str, device: str):
 # -- the matrix ------------------------------------------------------------------------------------
 
 
+_MLIR = {"int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64", "uint8": "i8", "uint32": "i32",
+         "float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64"}
+
+# Hand-written TTGIR (compiled from a .ttgir file, as upstream's layout tests do): a buffer with no
+# `allocation.offset`, which only the backend itself can place, written from one layout and read into another.
+_LOCAL_ROUND_TRIP = """
+#a = #ttg.blocked<{{sizePerThread = [1, 4], threadsPerWarp = [4, 8], warpsPerCTA = [4, 1], order = [1, 0]}}>
+#b = #ttg.blocked<{{sizePerThread = [2, 1], threadsPerWarp = [16, 2], warpsPerCTA = [1, 4], order = [0, 1]}}>
+#shared = #ttg.swizzled_shared<{{vec = 1, perPhase = 1, maxPhase = 1, order = [1, 0]}}>
+#smem = #ttg.shared_memory
+module attributes {{"ttg.num-ctas" = 1 : i32, "ttg.num-warps" = 4 : i32, "ttg.threads-per-warp" = 32 : i32}} {{
+  tt.func public @local_round_trip(%x: !tt.ptr<{t}>, %o: !tt.ptr<{t}>) {{
+    %c32a = arith.constant dense<32> : tensor<32x1xi32, #a>
+    %c32b = arith.constant dense<32> : tensor<32x1xi32, #b>
+    %ra = tt.make_range {{end = 32 : i32, start = 0 : i32}} : tensor<32xi32, #ttg.slice<{{dim = 1, parent = #a}}>>
+    %ca = tt.make_range {{end = 32 : i32, start = 0 : i32}} : tensor<32xi32, #ttg.slice<{{dim = 0, parent = #a}}>>
+    %ra2 = tt.expand_dims %ra {{axis = 1 : i32}} : tensor<32xi32, #ttg.slice<{{dim = 1, parent = #a}}>> -> tensor<32x1xi32, #a>
+    %ras = arith.muli %ra2, %c32a : tensor<32x1xi32, #a>
+    %ca2 = tt.expand_dims %ca {{axis = 0 : i32}} : tensor<32xi32, #ttg.slice<{{dim = 0, parent = #a}}>> -> tensor<1x32xi32, #a>
+    %rab = tt.broadcast %ras : tensor<32x1xi32, #a> -> tensor<32x32xi32, #a>
+    %cab = tt.broadcast %ca2 : tensor<1x32xi32, #a> -> tensor<32x32xi32, #a>
+    %offa = arith.addi %rab, %cab : tensor<32x32xi32, #a>
+    %xs = tt.splat %x : !tt.ptr<{t}> -> tensor<32x32x!tt.ptr<{t}>, #a>
+    %xp = tt.addptr %xs, %offa : tensor<32x32x!tt.ptr<{t}>, #a>, tensor<32x32xi32, #a>
+    %v = tt.load %xp : tensor<32x32x!tt.ptr<{t}>, #a>
+    %buf = ttg.local_alloc %v : (tensor<32x32x{t}, #a>) -> !ttg.memdesc<32x32x{t}, #shared, #smem>
+    %w = ttg.local_load %buf : !ttg.memdesc<32x32x{t}, #shared, #smem> -> tensor<32x32x{t}, #b>
+    %rb = tt.make_range {{end = 32 : i32, start = 0 : i32}} : tensor<32xi32, #ttg.slice<{{dim = 1, parent = #b}}>>
+    %cb = tt.make_range {{end = 32 : i32, start = 0 : i32}} : tensor<32xi32, #ttg.slice<{{dim = 0, parent = #b}}>>
+    %rb2 = tt.expand_dims %rb {{axis = 1 : i32}} : tensor<32xi32, #ttg.slice<{{dim = 1, parent = #b}}>> -> tensor<32x1xi32, #b>
+    %rbs = arith.muli %rb2, %c32b : tensor<32x1xi32, #b>
+    %cb2 = tt.expand_dims %cb {{axis = 0 : i32}} : tensor<32xi32, #ttg.slice<{{dim = 0, parent = #b}}>> -> tensor<1x32xi32, #b>
+    %rbb = tt.broadcast %rbs : tensor<32x1xi32, #b> -> tensor<32x32xi32, #b>
+    %cbb = tt.broadcast %cb2 : tensor<1x32xi32, #b> -> tensor<32x32xi32, #b>
+    %offb = arith.addi %rbb, %cbb : tensor<32x32xi32, #b>
+    %os = tt.splat %o : !tt.ptr<{t}> -> tensor<32x32x!tt.ptr<{t}>, #b>
+    %op = tt.addptr %os, %offb : tensor<32x32x!tt.ptr<{t}>, #b>, tensor<32x32xi32, #b>
+    tt.store %op, %w : tensor<32x32x!tt.ptr<{t}>, #b>
+    tt.return
+  }}
+}}
+"""
+
+
+def _local_memory_runner(dtype: str, device: str):
+    def run(dt):
+        import os
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "local_round_trip.ttgir")
+            with open(path, "w") as f:
+                f.write(_LOCAL_ROUND_TRIP.format(t=_MLIR[dt]))
+            kernel = triton.compile(path)
+        g = torch.Generator().manual_seed(5)
+        t = getattr(torch, dt)
+        if dt.startswith("float") or dt == "bfloat16":
+            x = (torch.randn(32, 32, generator=g) * 100).to(t)
+        else:
+            info = torch.iinfo(t)
+            x = torch.randint(max(info.min, -2**31), min(info.max, 2**31 - 1), (32, 32), generator=g).to(t)
+        x = x.to(device)
+        out = torch.zeros_like(x)
+        kernel[(1, 1, 1)](x, out)
+        if not torch.equal(out.cpu().view(torch.uint8), x.cpu().view(torch.uint8)):
+            raise AssertionError(f"local_alloc/local_load round trip of {dt} changed values")
+    return run
+
+
 def all_cells(device: str):
     cells = []
     for op in _BINARY_REF:
@@ -346,4 +414,7 @@ def all_cells(device: str):
             elif dt == "float16" and op != "add":  # Triton's frontend itself allows only atomic_add on fp16
                 refused, by = rf"atomic_{op} does not support fp16", "triton"
             cells.append(Cell("atomics", op, dt, _atomic_runner(op, dt, device), refused, by))
+    for dt in ALL_DTYPES:
+        cells.append(Cell("threadgroup memory", "local_alloc + local_load (hand-written TTGIR, unplaced)", dt,
+                          _local_memory_runner(dt, device)))
     return cells
