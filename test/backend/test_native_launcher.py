@@ -262,6 +262,7 @@ def test_views_bind_their_data_pointer_and_span(name):
     e = ei.value
     assert e.kind == "out_of_bounds" and e.param == "x" and e.slot == 0 and e.index >= span
     assert f"buffer has {span} elements of 4 bytes" in str(e)
+    assert not far.any()  # a failed launch copies nothing back, not even what threads wrote before the fault
 
 
 def test_empty_tensor_binds_zero_bytes():
@@ -396,6 +397,23 @@ def test_out_of_bounds_in_a_triton_kernel_is_mapped_to_its_source_line():
     msg = str(ei.value)
     assert ei.value.kind == "out_of_bounds" and ei.value.param == "x_ptr"
     assert "generated from tt.load at" in msg and "test_native_launcher.py" in msg
+
+
+def test_undefined_behaviour_events_come_back_as_warnings():
+    """(Triton's integer division is defined for 0 in our MSL: the event comes from hand-written MSL.)"""
+    k = emulator.compile_msl(PRELUDE + """
+kernel void udiv(device int* out [[buffer(0)]], constant int& a [[buffer(1)]], constant int& b [[buffer(2)]]) {
+    out[0] = a / b;
+}
+""", "udiv")
+    plan = k.plan([(0, "pointer", ""), (1, "scalar", "int"), (2, "scalar", "int")], lambda s, v: 1 / 0)
+    out = torch.zeros(1, dtype=torch.int32)
+    k.run(plan, (1, 1, 1), (1, 1, 1), (out, 7, 2))
+    assert out.item() == 3
+    with pytest.warns(emulator.EmulatorWarning, match=r"kernel 'udiv': integer division or remainder by zero"
+                      r".* at MSL line 5:16: out\[0\] = a / b; \(1 time\(s\) in this launch, first with operands 7, 0\)"):
+        k.run(plan, (1, 1, 1), (1, 1, 1), (out, 7, 0))
+    assert out.item() == 0  # a warning, not an error: results copied back (the emulator's x/0 is 0)
 
 
 # ------------------------------------------------------------------------------------------------
