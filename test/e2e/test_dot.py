@@ -194,7 +194,9 @@ CHECK: simdgroup_load(
 CHECK: simdgroup_multiply_accumulate(
 CHECK: // ttg.convert_layout
 """)
-    loop = msl[msl.index("for (int k ="):msl.index("// ttg.convert_layout", msl.index("simdgroup_multiply_accumulate"))]
+    # up to the line whose trailing comment names the conversion after the loop
+    loop_end = msl.rindex("\n", 0, msl.index("// ttg.convert_layout", msl.index("simdgroup_multiply_accumulate")))
+    loop = msl[msl.index("for (int k ="):loop_end]
     # inside the K loop the accumulator is only exchanged with fragments, never with threadgroup memory
     acc_name = msl[msl.index("thread_elements()[0] = float(") + len("thread_elements()[0] = float("):].split("[")[0]
     assert not any(acc_name in line and "smem" in line for line in loop.splitlines())
