@@ -12,8 +12,9 @@ with the specialisation Triton's JIT derives from the report-sized arguments, an
 bench/msl_stats.py for the exact definitions):
 
   MSL lines (code lines), helper functions, threadgroup barriers, threadgroup memory bytes
-  (metadata.shared), the widest global load / store in bytes and how many load/store ops only access
-  scalars, SIMD-group builtin calls vs shuffle call sites, and for dot kernels the simdgroup_matrix
+  (metadata.shared), the widest global load / store in bytes and how many load/store ops of tensors only
+  access scalars (a load or store of one value, such as a row's mean, is listed apart: it has nothing to
+  vectorise), SIMD-group builtin calls vs shuffle call sites, and for dot kernels the simdgroup_matrix
   loads / multiply-accumulates / stores and barriers one simdgroup executes per K step.
 
 The baseline is the same numbers for the backend (`third_party/apple`) of another git revision, by
@@ -34,6 +35,7 @@ import argparse
 import importlib.abc
 import importlib.util
 import json
+import re
 import os
 import subprocess
 import sys
@@ -139,7 +141,23 @@ from triton.backends.compiler import GPUTarget  # noqa: E402
 sys.path.insert(0, str(HERE))
 import msl_stats  # noqa: E402
 import tutorial_kernels as tk  # noqa: E402
-from mma_report import compile_like_jit, global_accesses  # noqa: E402
+from mma_report import compile_like_jit, global_accesses, msl_sections  # noqa: E402
+
+# a pointer to one value (`device float* v0 = y_ptr + x;`), as opposed to a tensor's array of pointers
+_ONE_POINTER = re.compile(r"device (?:const )?\w+\* (\w+) = ")
+_DEREF = re.compile(r"(?<![\w)\]])\*([A-Za-z_]\w*)")
+
+
+def _one_element(msl: str) -> set:
+    """(op, where) of the loads/stores that move a single value through a pointer to one value."""
+    single = set(_ONE_POINTER.findall(msl))
+    out = set()
+    for sec in msl_sections(msl):
+        if sec.op in ("tt.load", "tt.store"):
+            derefs = _DEREF.findall("\n".join(sec.body))
+            if derefs and all(d in single for d in derefs):
+                out.add((sec.op, sec.where))
+    return out
 
 METRICS = ("lines", "code_lines", "functions", "barriers", "smem", "load_bytes", "store_bytes", "scalar_ops",
            "mem_ops", "simd_builtins", "shuffles", "k_loads", "k_mmas", "k_stores", "k_barriers")
@@ -156,16 +174,20 @@ def kernel_numbers(case: tk.Case, family: str, dump: str = "") -> dict:
         os.makedirs(dump, exist_ok=True)
         Path(dump, case.name.replace(" ", "_").replace("+", "_") + ".msl").write_text(msl)
     st = msl_stats.msl_stats(msl)
-    acc = global_accesses(msl)
-    loads = [a.width for a in acc if a.op == "tt.load"]
-    stores = [a.width for a in acc if a.op == "tt.store"]
+    one = _one_element(msl)
+    every = global_accesses(msl)
+    single_sites = [f"{a.op} {a.where[0]}:{a.where[1]}" for a in every if not a.vector and (a.op, a.where) in one]
+    acc = [a for a in every if a.vector or (a.op, a.where) not in one]  # accesses of tensors
+    loads = [a.width for a in every if a.op == "tt.load"]
+    stores = [a.width for a in every if a.op == "tt.store"]
     k = st.per_k_step
     return dict(lines=st.lines, code_lines=st.code_lines, functions=st.functions, barriers=st.barriers,
                 smem=int(kernel.metadata.shared), load_bytes=max(loads, default=0), store_bytes=max(stores, default=0),
                 scalar_ops=sum(1 for a in acc if not a.vector), mem_ops=len(acc), simd_builtins=st.simd_builtins,
                 shuffles=st.shuffles, k_loads=k.loads if k else None, k_mmas=k.mmas if k else None,
                 k_stores=k.stores if k else None, k_barriers=k.barriers if k else None,
-                scalar_sites=[f"{a.op} {a.where[0]}:{a.where[1]}" for a in acc if not a.vector])
+                scalar_sites=[f"{a.op} {a.where[0]}:{a.where[1]}" for a in acc if not a.vector],
+                single_sites=single_sites)
 
 
 def collect(cases, family: str, dump: str = "") -> dict:
@@ -334,10 +356,14 @@ def main(opts) -> int:
     if base is not None:
         print(f"cells: now (baseline) where they differ; baseline: {base_desc}")
     print(render(now, base["kernels"] if base else None, checks))
-    print("\nscalar-only global accesses (file:line of the op):")
+    print("\nscalar-only global accesses of tensors (file:line of the op):")
     for name, numbers in now.items():
         if numbers.get("scalar_sites"):
             print(f"  {name}: {', '.join(numbers['scalar_sites'])}")
+    print("one-value loads/stores (not counted above: nothing to vectorise):")
+    for name, numbers in now.items():
+        if numbers.get("single_sites"):
+            print(f"  {name}: {', '.join(numbers['single_sites'])}")
         if "error" in numbers:
             print(f"  {name}: compile error: {numbers['error']}")
     if base is not None:
