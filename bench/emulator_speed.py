@@ -15,7 +15,8 @@ default); the interpreter runs on one thread with numpy. On a Mac this measures 
 (TRITON_APPLE_DEVICE=emulator is set for its side).
 
 `--baseline-rev REV` also measures the emulator of git revision REV in the same run: its sources
-(third_party/apple/include, third_party/apple/lib, third_party/apple/backend/emulator) are exported to a
+(third_party/apple/include, third_party/apple/lib, third_party/apple/backend/emulator, and the native
+launcher third_party/apple/backend/driver.c where REV has it) are exported to a
 temporary directory and loaded, in a third subprocess, as a package of their own. Both emulators then run the
 same MSL (what this tree's compiler generated for each kernel in the emulator subprocess) on the same inputs,
 launched through the emulator's own API (`compile_msl(...).launch(...)`, which REV must have), best of
@@ -36,6 +37,7 @@ HERE = Path(__file__).resolve().parent
 
 
 EMULATOR_PATHS = ("third_party/apple/include", "third_party/apple/lib", "third_party/apple/backend/emulator")
+EMULATOR_EXTRAS = ("third_party/apple/backend/driver.c",)  # the native launcher, where the revision has one
 BASELINE_PACKAGE = "triton.backends.apple._emulator_baseline"
 
 
@@ -127,7 +129,12 @@ def export_tree(rev: str, dest: Path) -> str:
     repo = HERE.parent
     commit = subprocess.run(["git", "-C", str(repo), "rev-parse", "--verify", rev + "^{commit}"], check=True,
                             capture_output=True, text=True).stdout.strip()
-    archive = subprocess.run(["git", "-C", str(repo), "archive", commit, *EMULATOR_PATHS], check=True,
+    paths = list(EMULATOR_PATHS)
+    for extra in EMULATOR_EXTRAS:  # what the emulator package of some revisions needs besides its directory
+        if subprocess.run(["git", "-C", str(repo), "cat-file", "-e", f"{commit}:{extra}"],
+                          capture_output=True).returncode == 0:
+            paths.append(extra)
+    archive = subprocess.run(["git", "-C", str(repo), "archive", commit, *paths], check=True,
                              capture_output=True).stdout
     dest.mkdir(parents=True)
     subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)

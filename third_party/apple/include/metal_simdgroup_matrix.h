@@ -137,12 +137,14 @@ template <class T, int Rows, int Cols> struct simdgroup_matrix {
   static_assert(__sgm::is_elem<T>::value, "simdgroup_matrix element type must be float, half or bfloat");
   typedef T thread_elements_t __attribute__((ext_vector_type(2)));
   /* The lane's two elements when __r is 0; otherwise the value is the lane's part of record __r's (a shared
-     tile or a multiply's result, computed or not yet) and __e is stale. */
+     tile or a multiply's result, computed or not yet) and __e is stale. __lane: the lane that owns the
+     fragment, set with __r. */
   mutable thread_elements_t __e;
   mutable tt_sgm_rec *__r;
+  mutable unsigned __lane;
 
-  simdgroup_matrix() : __e(thread_elements_t{T(0), T(0)}), __r(nullptr) {}
-  simdgroup_matrix(const simdgroup_matrix &o) : __e(o.__e), __r(o.__r) {
+  simdgroup_matrix() : __e(thread_elements_t{T(0), T(0)}), __r(nullptr), __lane(0) {}
+  simdgroup_matrix(const simdgroup_matrix &o) : __e(o.__e), __r(o.__r), __lane(o.__lane) {
     if (__r)
       ++__r->refs;
   }
@@ -153,6 +155,7 @@ template <class T, int Rows, int Cols> struct simdgroup_matrix {
       __sgm::release(__r);
     __e = o.__e;
     __r = o.__r;
+    __lane = o.__lane;
     return *this;
   }
   ~simdgroup_matrix() {
@@ -161,7 +164,7 @@ template <class T, int Rows, int Cols> struct simdgroup_matrix {
   }
   /* simdgroup_matrix<T, 8, 8>(dval): the diagonal matrix dval * I (MSL Table 6.9). A SIMD-group operation
      here (each lane needs its position in the fragment), so all 32 lanes must construct it, at one call site. */
-  explicit simdgroup_matrix(T dval, __TT_SITE_PARAMS) : __r(nullptr) {
+  explicit simdgroup_matrix(T dval, __TT_SITE_PARAMS) : __r(nullptr), __lane(0) {
     uint lane;
     bool first;
     tt_sgm_state *st = __tt_sgm_enter(&lane);
@@ -174,11 +177,9 @@ template <class T, int Rows, int Cols> struct simdgroup_matrix {
      the other lanes have not all issued yet. */
   __attribute__((noinline, no_sanitize("array-bounds"))) void __resolve(uint line, uint col) const {
     tt_sgm_rec *r = __r;
-    uint lane;
-    tt_sgm_state *st = __tt_sgm_enter(&lane);
     while (!r->done)
-      __tt_sgm_wait(st, "the result of a simdgroup_multiply_accumulate", line, col);
-    const uint o = __sgm::dense(lane);
+      __tt_sgm_wait(r->st, "the result of a simdgroup_multiply_accumulate", line, col);
+    const uint o = __sgm::dense(__lane);
     __e[0] = T(r->d[o]);
     __e[1] = T(r->d[o + 1]);
     __r = nullptr;
@@ -238,7 +239,13 @@ __TT_SGM_INLINE void load(simdgroup_matrix<T, 8, 8> &d, P src, ulong ld, ulong2 
                           uint col) {
   uint lane;
   bool first;
-  tt_sgm_state *st = __tt_sgm_enter(&lane);
+  tt_sgm_state *st;
+  if (d.__r) {
+    st = d.__r->st;
+    lane = d.__lane;
+  } else {
+    st = __tt_sgm_enter(&lane);
+  }
   tt_sgm_op *op = issue(st, lane, "simdgroup_load", &load_tag, line, col, &first);
   if (first) {
     op->ptr = (const void *)src;
@@ -256,6 +263,7 @@ __TT_SGM_INLINE void load(simdgroup_matrix<T, 8, 8> &d, P src, ulong ld, ulong2 
     if (d.__r)
       release(d.__r);
     d.__r = r;
+    d.__lane = lane;
   } else { /* arguments of its own: the lane reads its two elements */
     if (d.__r) {
       release(d.__r);
@@ -392,13 +400,19 @@ template <class TD> __attribute__((noinline, no_sanitize("array-bounds"))) void 
 /* A multiply is deferred (see above): the lane adds its operands to the op's record and its D refers to it; the
    lane that completes the op computes D for the whole simdgroup. */
 template <class TD, class TA, class TB, class TC>
-__attribute__((no_sanitize("array-bounds"))) inline void
+__attribute__((always_inline, no_sanitize("array-bounds"))) inline void
 simdgroup_multiply_accumulate(simdgroup_matrix<TD, 8, 8> &d, const simdgroup_matrix<TA, 8, 8> &a,
                               const simdgroup_matrix<TB, 8, 8> &b, const simdgroup_matrix<TC, 8, 8> &c,
                               __TT_SITE_PARAMS) {
   uint lane;
   bool first;
-  tt_sgm_state *st = __tt_sgm_enter(&lane);
+  tt_sgm_state *st;
+  if (__builtin_expect(a.__r != nullptr, 1)) { /* the lane and its simdgroup from a fragment it owns */
+    st = a.__r->st;
+    lane = a.__lane;
+  } else {
+    st = __tt_sgm_enter(&lane);
+  }
   tt_sgm_op *op = __sgm::issue(st, lane, "simdgroup_multiply_accumulate", &__sgm::mma_tag<TD, TA, TB, TC>::object,
                                __TT_SITE_ARGS, &first);
   if (__builtin_expect(first, 0))
@@ -411,6 +425,7 @@ simdgroup_multiply_accumulate(simdgroup_matrix<TD, 8, 8> &d, const simdgroup_mat
   if (d.__r)
     __sgm::release(d.__r);
   d.__r = R;
+  d.__lane = lane;
   if (op->lanes == 0xffffffffu)
     __sgm::multiply_all<TD>(R);
   __sgm::issued(st, op);
