@@ -91,6 +91,12 @@ def _reduce_in_turns(em: FunctionEmitter, fn: str, rt: str, ct: str, acc: str, v
         em.emit(f"{acc} = {seg} == {sv} ? {ct}({p}) : {acc};" if rt != ct else f"{acc} = {seg} == {sv} ? {p} : {acc};")
 
 
+def _scaled_index(slot: str, n: int, idx: str) -> str:
+    """`slot * n + idx`, without the factor 1 and the term 0."""
+    scaled = slot if n == 1 else f"{slot} * {n}"
+    return scaled if idx == "0" else f"{scaled} + {idx}"
+
+
 def _classify(bases: Sequence[Tuple[int, ...]], axis: int, what: str, em: FunctionEmitter) -> Tuple[List[int], List[int]]:
     """Split basis indices into those along `axis` (reduced) and those off it (kept)."""
     along, off = [], []
@@ -189,7 +195,7 @@ def _reduce(em: FunctionEmitter, op: Op) -> None:
             base = linear_expr(k, [1 << b for b in keep_regs]) if K > 1 else "0"
             idx = index_expr(em, lay, f"({base})", strides)
             for a, b, ct in zip(accs, bufs, ctypes):
-                em.emit(em.tg_store(b, f"{slot} * {out_numel} + {idx}", f"{a}[{k}]", ct))
+                em.emit(em.tg_store(b, _scaled_index(slot, out_numel, idx), f"{a}[{k}]", ct))
         em.barrier()
         with em.for_regs(K, "k") as k:
             base = linear_expr(k, [1 << b for b in keep_regs]) if K > 1 else "0"
@@ -198,7 +204,7 @@ def _reduce(em: FunctionEmitter, op: Op) -> None:
                 em.emit(f"{a}[{k}] = {em.tg_load(b, idx, ct)};")
             w = em.loop_var("w")
             em.open(f"for (uint {w} = 1; {w} < {W}; ++{w})")
-            em.emit(call(k, [em.tg_load(b, f"{w} * {out_numel} + {idx}", ct) for b, ct in zip(bufs, ctypes)]))
+            em.emit(call(k, [em.tg_load(b, _scaled_index(w, out_numel, idx), ct) for b, ct in zip(bufs, ctypes)]))
             em.close()
     # 4. results
     for i, res in enumerate(op.results):
