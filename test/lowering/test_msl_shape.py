@@ -159,3 +159,23 @@ def test_unaligned_or_unknown_length_stays_scalar():
     k = compile_for_apple(add_kernel, {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32",
                                        "BLOCK": "constexpr"}, {"BLOCK": 1024})
     assert "float4" not in msl(k)
+
+
+@pytest.mark.parametrize("kernel,sig,consts", [
+    (add_kernel, {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"},
+     {"BLOCK": 1024}),
+    (col_sum_kernel, {"x_ptr": "*fp32", "out_ptr": "*fp32", "M": "constexpr", "N": "constexpr"}, {"M": 32, "N": 16}),
+])
+def test_msl_locations_name_the_line_carrying_the_ops_comment(kernel, sig, consts):
+    # the driver maps MSL lines (clang errors, emulator faults) to ops through msl_locations: each entry's
+    # line is the op's first line of code, which ends with the op's location comment
+    import json
+    k = compile_for_apple(kernel, sig, consts)
+    lines = msl(k).splitlines()
+    locations = json.loads(k.metadata.msl_locations)
+    assert locations and [n for n, _, _ in locations] == sorted(n for n, _, _ in locations)
+    for line_no, op_name, loc in locations:
+        line = lines[line_no - 1]
+        assert line.strip() and not line.strip().startswith("//")
+        if "test_msl_shape.py" in loc:
+            assert line.rstrip().endswith(f"// {op_name} test_msl_shape.py:{loc.rsplit(':', 2)[-2]}"), (line, loc)
