@@ -215,11 +215,10 @@ typedef struct tt_simd_xchg {
 #define TT_SGM_WINDOW 128
 
 typedef struct tt_sgm_rec {
-  /* what each lane touches (one cache line) */
-  struct tt_sgm_rec *shared[3]; /* multiply operand k of the lanes not in own[k] | refd[k]: this record's value */
-  uint32_t refs;                /* fragments and pending multiplies that refer to this record */
-  uint32_t done;                /* d is valid */
-  uint32_t own[3], refd[3];
+  uint32_t refs; /* fragments and pending multiplies that refer to this record (while the op that makes it is not
+                    complete, the references its lanes take are counted in the op: tt_sgm_op.drefs) */
+  uint32_t done; /* d is valid */
+  uint32_t own[3], refd[3]; /* multiply operand k: lanes that deposited their elements / referred to src[k][l] */
   struct tt_sgm_state *st;
   struct tt_sgm_rec *next_free;
   float d[64];     /* the value (a loaded tile, a multiply's result rounded to its type), as float; dense 8x8 */
@@ -227,12 +226,16 @@ typedef struct tt_sgm_rec {
   struct tt_sgm_rec *src[3][TT_EMU_SIMD_WIDTH]; /* operand k of the lanes in refd[k]: this record's value */
 } tt_sgm_rec;
 
+/* One op of the stream. The first 64 bytes are what every lane touches when it issues a multiply. */
 typedef struct tt_sgm_op {
   uint64_t site;    /* line << 32 | column */
   const void *tag;  /* the operation (and, for a multiply, its instantiation: element types) */
-  uint32_t lanes;   /* lanes that issued this op */
-  uint32_t transpose;
   tt_sgm_rec *rec;  /* multiply: its record; load: the tile, if the lanes' arguments agree */
+  struct tt_sgm_rec *shared[3]; /* multiply operand k of the lanes not in rec->own[k] | rec->refd[k] */
+  uint32_t lanes;   /* lanes that issued this op */
+  uint32_t drefs;   /* references to rec taken by the lanes' destinations, added to rec->refs on completion */
+  uint32_t cdrops;  /* references to shared[2] that lanes dropped (their old destination), taken on completion */
+  uint32_t transpose;
   const void *ptr;  /* load: the first lane's arguments */
   uint64_t ld, ox, oy;
   const char *what; /* operation name, for messages */

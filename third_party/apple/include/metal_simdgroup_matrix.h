@@ -313,24 +313,25 @@ __TT_SGM_STORE(__TT_DEV)
 
 namespace __sgm {
 
-__attribute__((noinline)) inline tt_sgm_rec *new_mma_rec(tt_sgm_state *st) {
+__attribute__((noinline)) inline tt_sgm_rec *new_mma_rec(tt_sgm_state *st, tt_sgm_op *op) {
   tt_sgm_rec *R = new_rec(st);
   for (uint k = 0; k < 3; ++k) {
-    R->shared[k] = nullptr;
+    op->shared[k] = nullptr;
     R->own[k] = R->refd[k] = 0;
   }
+  op->drefs = op->cdrops = 0;
   return R;
 }
 
 /* put() when the lane's operand is not the record the lanes before it share. */
 template <class T>
-__attribute__((noinline, no_sanitize("array-bounds"))) void put_slow(tt_sgm_rec *R, uint k, uint lane,
+__attribute__((noinline, no_sanitize("array-bounds"))) void put_slow(tt_sgm_op *op, uint k, uint lane,
                                                                      const simdgroup_matrix<T, 8, 8> &m) {
-  tt_sgm_rec *s = m.__r;
+  tt_sgm_rec *s = m.__r, *R = op->rec;
   if (s) {
     ++s->refs;
-    if (!R->shared[k]) {
-      R->shared[k] = s;
+    if (!op->shared[k]) {
+      op->shared[k] = s;
     } else {
       R->src[k][lane] = s;
       R->refd[k] |= 1u << lane;
@@ -346,17 +347,17 @@ __attribute__((noinline, no_sanitize("array-bounds"))) void put_slow(tt_sgm_rec 
 /* The lane's part of operand k of a deferred multiply: nothing when its operand is the record the lanes before
    it share, a reference when it is another record, else its two elements. */
 template <class T>
-__TT_SGM_INLINE void put(tt_sgm_rec *R, uint k, uint lane, const simdgroup_matrix<T, 8, 8> &m) {
-  if (__builtin_expect(m.__r == R->shared[k] && m.__r != nullptr, 1))
+__TT_SGM_INLINE void put(tt_sgm_op *op, uint k, uint lane, const simdgroup_matrix<T, 8, 8> &m) {
+  if (__builtin_expect(m.__r == op->shared[k] && m.__r != nullptr, 1))
     return;
-  put_slow(R, k, lane, m);
+  put_slow(op, k, lane, m);
 }
 
 /* Operand k of a complete multiply as a dense float matrix (in `tmp` when the lanes' parts come from several
-   places); drops the references the multiply held. */
-__TT_SGM_INLINE const float *operand(tt_sgm_rec *R, uint k, float *tmp) {
+   places). */
+__TT_SGM_INLINE const float *operand(const tt_sgm_op *op, tt_sgm_rec *R, uint k, float *tmp) {
   const uint own = R->own[k], refd = R->refd[k];
-  tt_sgm_rec *sh = R->shared[k];
+  tt_sgm_rec *sh = op->shared[k];
   if (!own && !refd)
     return sh->d;
   if (own == 0xffffffffu)
@@ -371,12 +372,14 @@ __TT_SGM_INLINE const float *operand(tt_sgm_rec *R, uint k, float *tmp) {
 }
 
 /* The whole simdgroup's multiply, by the lane whose issue completed the op: D = A * B + C in float (each
-   element: C, then the products added in k order, every operation rounded to float), rounded once to TD. */
-template <class TD> __attribute__((noinline, no_sanitize("array-bounds"))) void multiply_all(tt_sgm_rec *R) {
+   element: C, then the products added in k order, every operation rounded to float), rounded once to TD. Then
+   the references the lanes counted in the op are settled and the multiply's own ones dropped. */
+template <class TD> __attribute__((noinline, no_sanitize("array-bounds"))) void multiply_all(tt_sgm_op *op) {
+  tt_sgm_rec *R = op->rec;
   float ta[64], tb[64], tc[64], D[64];
-  const float *__restrict A = operand(R, 0, ta);
-  const float *__restrict B = operand(R, 1, tb);
-  const float *__restrict C = operand(R, 2, tc);
+  const float *__restrict A = operand(op, R, 0, ta);
+  const float *__restrict B = operand(op, R, 1, tb);
+  const float *__restrict C = operand(op, R, 2, tc);
   for (uint o = 0; o < 64; ++o)
     D[o] = C[o];
   for (uint i = 0; i < 8; ++i)   /* D[i][:] = C[i][:] + A[i][0] * B[0][:] + A[i][1] * B[1][:] + ... */
@@ -386,9 +389,12 @@ template <class TD> __attribute__((noinline, no_sanitize("array-bounds"))) void 
   for (uint o = 0; o < 64; ++o)
     R->d[o] = float(TD(D[o]));
   R->done = 1;
+  R->refs += op->drefs;
+  if (op->cdrops)
+    op->shared[2]->refs -= op->cdrops; /* never the last: the multiply still holds its own reference */
   for (uint k = 0; k < 3; ++k) {
-    if (R->shared[k])
-      release(R->shared[k]);
+    if (op->shared[k])
+      release(op->shared[k]);
     for (uint m = R->refd[k]; m; m &= m - 1)
       release(R->src[k][__builtin_ctz(m)]);
   }
@@ -397,8 +403,8 @@ template <class TD> __attribute__((noinline, no_sanitize("array-bounds"))) void 
 }
 } // namespace __sgm
 
-/* A multiply is deferred (see above): the lane adds its operands to the op's record and its D refers to it; the
-   lane that completes the op computes D for the whole simdgroup. */
+/* A multiply is deferred (see above): the lane adds its operands to the op and its D refers to the op's record;
+   the lane that completes the op computes D for the whole simdgroup. */
 template <class TD, class TA, class TB, class TC>
 __attribute__((always_inline, no_sanitize("array-bounds"))) inline void
 simdgroup_multiply_accumulate(simdgroup_matrix<TD, 8, 8> &d, const simdgroup_matrix<TA, 8, 8> &a,
@@ -416,18 +422,23 @@ simdgroup_multiply_accumulate(simdgroup_matrix<TD, 8, 8> &d, const simdgroup_mat
   tt_sgm_op *op = __sgm::issue(st, lane, "simdgroup_multiply_accumulate", &__sgm::mma_tag<TD, TA, TB, TC>::object,
                                __TT_SITE_ARGS, &first);
   if (__builtin_expect(first, 0))
-    op->rec = __sgm::new_mma_rec(st);
-  tt_sgm_rec *R = op->rec;
-  __sgm::put(R, 0, lane, a);
-  __sgm::put(R, 1, lane, b);
-  __sgm::put(R, 2, lane, c);
-  ++R->refs; /* d refers to R from now on (after reading c: d may be c) */
-  if (d.__r)
-    __sgm::release(d.__r);
-  d.__r = R;
+    op->rec = __sgm::new_mma_rec(st, op);
+  __sgm::put(op, 0, lane, a);
+  __sgm::put(op, 1, lane, b);
+  __sgm::put(op, 2, lane, c);
+  /* d refers to the op's record from now on (after reading c: d may be c); the reference is counted in the op,
+     and so is dropping the old one when it is the shared C (the multiply holds that record until it is done) */
+  ++op->drefs;
+  if (tt_sgm_rec *old = d.__r) {
+    if (old == op->shared[2])
+      ++op->cdrops;
+    else
+      __sgm::release(old);
+  }
+  d.__r = op->rec;
   d.__lane = lane;
   if (op->lanes == 0xffffffffu)
-    __sgm::multiply_all<TD>(R);
+    __sgm::multiply_all<TD>(op);
   __sgm::issued(st, op);
 }
 
