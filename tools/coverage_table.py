@@ -5,6 +5,10 @@
 Every cell is run exactly as the test suite runs it: "pass" means the kernel ran on the current device
 (the emulator on Linux) and matched torch; "refused" means compilation stopped with the clear message the
 cell expects; anything else is reported as FAILED with the first line of the error.
+
+After the matrix comes the narrative of the latest run of upstream Triton's own test_core on this backend,
+kept by hand in test/conformance/upstream_test_core.md (counts, revision, what fails and why): edit that file,
+then regenerate.
 """
 import os
 import re
@@ -18,6 +22,8 @@ os.environ.setdefault("TRITON_APPLE_DEVICE", "emulator")
 
 from cases import all_cells  # noqa: E402
 from conftest import device_name  # noqa: E402
+
+NARRATIVE = os.path.join(HERE, "..", "test", "conformance", "upstream_test_core.md")
 
 
 def outcome(cell) -> str:
@@ -66,6 +72,9 @@ def main() -> int:
         print("## Refusals and failures\n")
         print("\n".join(notes))
     print(f"\n{len(cells)} cells, {failed} failed.")
+    if os.path.exists(NARRATIVE):
+        with open(NARRATIVE) as f:
+            print("\n" + f.read().rstrip())
     return 1 if failed else 0
 
 
