@@ -42,16 +42,19 @@ def _msl(kernel) -> str:
     return src.decode() if isinstance(src, bytes) else src
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int32])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.int16, torch.int8])
 @pytest.mark.parametrize("n", [1, 3, 17, 1000, 1001, 1023, 1024, 2047])
 def test_masked_tail(dtype, n, device):
     g = torch.Generator().manual_seed(n)
-    x = torch.randn(n, generator=g).mul(100).to(dtype).to(device)
-    y = torch.randn(n, generator=g).mul(100).to(dtype).to(device)
+    scale = 30 if dtype == torch.int8 else 100
+    x = torch.randn(n, generator=g).mul(scale).to(dtype).to(device)
+    y = torch.randn(n, generator=g).mul(scale).to(dtype).to(device)
     out = torch.full((n, ), -7, dtype=dtype, device=device)
     k = add_kernel[(triton.cdiv(n, 1024), )](x, y, out, n, BLOCK=1024)
     assert torch.equal(out.cpu(), (x + y).cpu())
-    vt = {torch.float32: "float4", torch.float16: "half4", torch.int32: "int4"}[dtype]
+    # 16 bytes per access: 4 x 32-bit, or 8 x 16-bit elements as four 32-bit words; 1024 int8 over 128
+    # threads are 8 per thread, so 8 bytes (two words)
+    vt = {torch.float32: "float4", torch.int32: "int4", torch.int8: "uint2"}.get(dtype, "uint4")
     src = _msl(k)
     assert f"*(device const {vt}*)" in src and f"*(device {vt}*)" in src
     if n % 16:  # the JIT does not specialise n: the tail checks every mask bit of a run

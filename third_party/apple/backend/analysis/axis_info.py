@@ -255,9 +255,9 @@ class AxisInfoAnalysis:
 
 
 def vector_width(analysis: AxisInfoAnalysis, ptr: Value, mask: Optional[Value], layout, elem_bytes: int,
-                 max_bytes: int = 16) -> int:
-    """Widest power-of-two V such that each thread's runs of V registers are V consecutive, aligned elements
-    along the fastest-varying dimension, under one mask value."""
+                 max_bytes: int = 16, max_elems: int = 4) -> int:
+    """Widest power-of-two V (at most `max_elems`, `max_bytes`) such that each thread's runs of V registers are
+    V consecutive elements along the fastest-varying dimension, aligned to V elements, under one mask value."""
     ty: TensorType = ptr.type
     rank = len(ty.shape)
     info = analysis.get(ptr)
@@ -269,7 +269,7 @@ def vector_width(analysis: AxisInfoAnalysis, ptr: Value, mask: Optional[Value], 
             runs += 1
         v = 1 << runs
         v = min(v, info.contiguity[dim], max(1, info.divisibility[dim] // elem_bytes), max(1, max_bytes // elem_bytes),
-                4)
+                max_elems)
         if mask is not None:
             v = min(v, analysis.get(mask).constancy[dim])
         p = 1

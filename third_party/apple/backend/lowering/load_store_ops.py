@@ -21,13 +21,16 @@ from .registry import OpFamily
 FAMILY = OpFamily("load_store")
 
 _VECTOR_TYPES = {"float", "half", "bfloat", "int", "uint", "short", "ushort", "char", "uchar", "long", "ulong"}
+# element types that move as 32-bit words when a run holds more than 4 of them: type -> bytes
+_PACKED = {"half": 2, "bfloat": 2, "short": 2, "ushort": 2, "char": 1, "uchar": 1}
 
 
 def access_width(em: FunctionEmitter, op: Op, mask_index: int) -> Tuple[int, bool]:
     """(V, whole): the vector width for the tensor access `op` (1 when nothing wider is provably safe), and
     whether the mask is provably one value over each run of V registers. When it is not (a masked tail
     whose bound axis info cannot place), each run checks its V mask values and moves as a vector when all
-    are set, else element by element."""
+    are set, else element by element. 16-bit and 8-bit elements move up to 16 bytes at once as 32-bit words
+    (Metal's vectors have at most 4 elements)."""
     ptr_v = op.operands[0]
     ptr = em.get(ptr_v)
     if not ptr.is_tensor or ptr.uniform or em.axis is None:
@@ -37,12 +40,22 @@ def access_width(em: FunctionEmitter, op: Op, mask_index: int) -> Tuple[int, boo
         return 1, True
     mask_v = op.operands[mask_index] if len(op.operands) > mask_index else None
     nbytes = elem_bytes(elem_type(ptr_v).pointee)
-    v = vector_width(em.axis, ptr_v, None, ptr.layout, nbytes)
+    max_elems = 16 // nbytes if ct in _PACKED else 4
+    if op.name == "tt.store" and em.get(op.operands[1]).uniform:
+        max_elems = 4  # a splat value has no registers to pack
+    v = vector_width(em.axis, ptr_v, None, ptr.layout, nbytes, max_elems=max_elems)
     if v == 1 or ptr.regs % v:
         return 1, True
     if mask_v is None or em.get(mask_v).uniform:
         return v, True
-    return v, vector_width(em.axis, ptr_v, mask_v, ptr.layout, nbytes) >= v
+    return v, vector_width(em.axis, ptr_v, mask_v, ptr.layout, nbytes, max_elems=max_elems) >= v
+
+
+def _access_type(ct: str, width: int) -> str:
+    """The MSL type one run of `width` elements moves as: `T<width>`, or 32-bit words past 4 elements."""
+    if width <= 4:
+        return f"{ct}{width}"
+    return f"uint{width * _PACKED[ct] // 4}"
 
 
 @FAMILY.lowers("tt.addptr")
@@ -80,42 +93,44 @@ def _all_set(mask: Lowered, r: str, width: int) -> str:
 
 
 def _vector_load(em: FunctionEmitter, op: Op, width: int, whole: bool, ct: str) -> None:
-    """Runs of `width` registers as one `T<width>` load each: `regs = mask ? *(device const T<width>*)p :
-    other` (a masked-off run never reads memory), written to the registers by `tt_unpack`."""
+    """Runs of `width` registers as one vector load each, written to the registers by `tt_unpack`:
+    `mask ? *(device const float4*)p : other` when the mask is one value over the run; otherwise (a mask
+    checked bit by bit, or a run moved as words) the vector load under the mask and the masked-off elements
+    one by one. A masked-off element never reads memory."""
     ptr = em.get(op.operands[0])
     mask = em.get(op.operands[1]) if len(op.operands) > 1 else None
     other = em.get(op.operands[2]) if len(op.operands) > 2 else None
     out = em.declare(op.result)
-    vt = f"{ct}{width}"
+    at = _access_type(ct, width)
     unpack, pack = _require_vector_helpers(em, ct, width)
     r = _open_vector_runs(em, out.regs, width)
-    loaded = f"*(device const {vt}*){ptr.at(r)}"
-    if other is None:
-        fallback = f"{vt}(0)"
-    elif other.uniform or not other.is_tensor:
-        fallback = f"{vt}({other.at(r)})"
-    else:
-        fallback = f"{pack}({other.name} + {r})"
+    loaded = f"*(device const {at}*){ptr.at(r)}"
     if mask is None:
         em.emit(f"{unpack}({out.name} + {r}, {loaded});")
-    elif whole:
+    elif whole and width <= 4:
+        if other is None:
+            fallback = f"{at}(0)"
+        elif other.uniform or not other.is_tensor:
+            fallback = f"{at}({other.at(r)})"
+        else:
+            fallback = f"{pack}({other.name} + {r})"
         em.emit(f"{unpack}({out.name} + {r}, {mask.at(r)} ? {loaded} : {fallback});")
     else:
-        em.open(f"if ({_all_set(mask, r, width)})")
+        em.open(f"if ({mask.at(r) if whole else _all_set(mask, r, width)})")
         em.emit(f"{unpack}({out.name} + {r}, {loaded});")
         em.else_()
         with em.for_regs(width, "j") as j:
             e = f"{r} + {j}"
-            value = _scalar_load(ptr.at(e), ct)
             fb = other.at(e) if other is not None else f"{ct}(0)"
-            em.emit(f"{out.name}[{e}] = {mask.at(e)} ? {value} : {fb};")
+            em.emit(f"{out.name}[{e}] = {mask.at(e)} ? {_scalar_load(ptr.at(e), ct)} : {fb};" if not whole else
+                    f"{out.name}[{e}] = {fb};")
         em.close()
     em.close()
 
 
 def _require_vector_helpers(em: FunctionEmitter, ct: str, width: int) -> Tuple[str, str]:
     names = []
-    for key, name, text in vector_register_helpers(ct, width):
+    for key, name, text in vector_register_helpers(ct, width, _access_type(ct, width)):
         em.ctx.helpers.setdefault(key, text)
         names.append(name)
     return names[0], names[1]
@@ -148,7 +163,7 @@ def _store(em: FunctionEmitter, op: Op) -> None:
     if own:
         em.open(f"if ({own})")
     ct = em.ctype(elem_type(op.operands[1]))
-    vt = f"{ct}{width}"
+    vt = _access_type(ct, width)
     r = _open_vector_runs(em, lay.num_regs, width)
     if val.uniform:
         packed = f"{vt}({val.at(r)})"

@@ -330,15 +330,23 @@ def shuffle_helper(metal_fn: str, ctype: str) -> tuple:
     return f"{name}:{ctype}", name, head + body + "}"
 
 
-def vector_register_helpers(ctype: str, width: int) -> tuple:
-    """((key, name, text) of `tt_unpack(thread T* regs, T<width> v)`, which writes a vector's elements to
-    `width` consecutive registers, and of `tt_pack<width>(thread const T* regs)`, which reads them into one
-    vector), for MSL element type `ctype`: the register side of a vector global access."""
-    vt = f"{ctype}{width}"
-    unpack = ("tt_unpack:" + vt, "tt_unpack",
-              f"static inline void tt_unpack(thread {ctype}* regs, {vt} v) {{ "
-              f"for (int j = 0; j < {width}; ++j) regs[j] = v[j]; }}")
+def vector_register_helpers(ctype: str, width: int, access: str) -> tuple:
+    """((key, name, text) of `tt_unpack(thread T* regs, A v)`, which writes the `width` elements a vector
+    access of MSL type `access` moved to consecutive registers, and of `tt_pack<width>(thread const T* regs)`,
+    which reads them into one such value), for MSL element type `ctype`: the register side of a vector global
+    access. `access` is `T<width>`, or 32-bit words (`uint4` for 8 halves), each word holding a `T2`/`T4`."""
+    if access == f"{ctype}{width}":
+        unpack_body = f"for (int j = 0; j < {width}; ++j) regs[j] = v[j];"
+        pack_body = f"{access} v; for (int j = 0; j < {width}; ++j) v[j] = regs[j]; return v;"
+    else:
+        per = width // int(access[len("uint"):])  # elements per 32-bit word
+        part = f"{ctype}{per}"
+        unpack_body = f"for (int j = 0; j < {width}; ++j) regs[j] = as_type<{part}>(v[j / {per}])[j % {per}];"
+        pack_body = (f"{access} v; for (int w = 0; w < {width // per}; ++w) {{ {part} p; "
+                     f"for (int j = 0; j < {per}; ++j) p[j] = regs[{per} * w + j]; v[w] = as_type<uint>(p); }} "
+                     f"return v;")
+    unpack = (f"tt_unpack:{ctype}:{access}", "tt_unpack",
+              f"static inline void tt_unpack(thread {ctype}* regs, {access} v) {{ {unpack_body} }}")
     pack = (f"tt_pack{width}:{ctype}", f"tt_pack{width}",
-            f"static inline {vt} tt_pack{width}(thread const {ctype}* regs) {{ "
-            f"{vt} v; for (int j = 0; j < {width}; ++j) v[j] = regs[j]; return v; }}")
+            f"static inline {access} tt_pack{width}(thread const {ctype}* regs) {{ {pack_body} }}")
     return unpack, pack
