@@ -100,6 +100,7 @@ def worker(kernels: list, repeat: int, out: str, msl_dir: str = "", baseline_tre
                 run()  # compiles
                 first = time.perf_counter() - t
                 results[name] = dict(direct=_best(run, repeat), first=first, err=launch.error(), tol=launch.tol)
+                print(f"  {side}: {name}", file=sys.stderr, flush=True)
                 continue
             t = time.perf_counter()
             compiled = launch.call()  # compiles (emulator) / warms up (interpreter)
