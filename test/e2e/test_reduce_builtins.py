@@ -1,6 +1,7 @@
 """Reductions whose axis covers only some lanes of a simdgroup (several lines share it) use Metal's SIMD
-reductions in turns, the other lanes contributing the identity; checked against torch for every combine Metal
-reduces natively, on the types its SIMD functions take, with the MSL checked for the builtin."""
+reductions in turns, the other lanes contributing the identity, when that is no more calls than the shuffle
+butterfly has steps; checked against torch for every combine Metal reduces natively, on the types its SIMD
+functions take, on shapes that take either path, with the MSL checked for the builtin."""
 import zlib
 
 import pytest
@@ -92,7 +93,8 @@ CASES = [("sum", torch.float32), ("sum", torch.float16), ("sum", torch.int32), (
 
 
 @pytest.mark.parametrize("op,dtype", CASES)
-@pytest.mark.parametrize("shape,axis", [((8, 16), 1), ((16, 8), 1), ((16, 64), 0), ((4, 64), 1), ((32, 32), 1)])
+@pytest.mark.parametrize("shape,axis", [((8, 16), 1), ((16, 8), 1), ((16, 64), 0), ((4, 64), 1), ((32, 32), 1),
+                                        ((2, 64), 1), ((32, 4), 1)])
 @pytest.mark.parametrize("num_warps", [1, 4])
 def test_reduce_lines_sharing_a_simdgroup(op, dtype, shape, axis, num_warps, device):
     x = _input(dtype, op, shape, zlib.crc32(repr((op, str(dtype), shape, axis, num_warps)).encode()))
@@ -119,10 +121,18 @@ def _msl(op, shape, axis, dtype="fp32", num_warps=4):
 
 
 @pytest.mark.parametrize("op,dtype,builtin", [("sum", "fp32", "simd_sum"), ("max", "i32", "simd_max"),
-                                              ("and", "i32", "simd_and"), ("prod", "fp16", "simd_product")])
+                                              ("and", "i32", "simd_and"), ("prod", "fp32", "simd_product")])
 def test_builtin_in_turns(op, dtype, builtin):
+    # [8, 16] over 4 warps (no divisibility: one element per thread): 16 lanes along a row, 2 rows per
+    # simdgroup: 2 turns, fewer than the 4 butterfly steps
     msl = _msl(op, (8, 16), 1, dtype)
-    assert f"{builtin}(" in msl and "simd_shuffle" not in msl
+    assert msl.count(f"{builtin}(") == 2 and "simd_shuffle" not in msl
+
+
+def test_more_turns_than_butterfly_steps_keep_the_butterfly():
+    # [16, 8]: 8 lanes along a row, 4 rows per simdgroup: 4 turns would be more calls than 3 shuffle steps
+    msl = _msl("sum", (16, 8), 1)
+    assert "simd_sum" not in msl and "simd_shuffle_xor" in msl
 
 
 def test_float_max_keeps_the_butterfly():

@@ -95,7 +95,8 @@ def _check(x, y, ref, axis, op, reverse, dtype):
     assert ((y.double() - ref).abs() <= tol).all(), float(((y.double() - ref).abs() - tol).max())
 
 
-SHAPES = [(1, 32), (1, 128), (1, 1024), (1, 4096), (4, 64), (8, 16), (16, 64), (32, 32), (64, 8), (2, 512)]
+SHAPES = [(1, 32), (1, 128), (1, 1024), (1, 4096), (2, 64), (4, 64), (8, 16), (16, 8), (16, 64), (32, 32), (64, 8),
+          (2, 512)]
 
 
 @pytest.mark.parametrize("shape", SHAPES)
@@ -111,7 +112,7 @@ def test_cumsum_f32(shape, axis, reverse, num_warps, device):
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.int32, torch.int16])
 @pytest.mark.parametrize("op", ["sum", "prod"])
-@pytest.mark.parametrize("shape,axis", [((1, 1024), 1), ((16, 64), 0), ((16, 64), 1), ((8, 16), 1)])
+@pytest.mark.parametrize("shape,axis", [((1, 1024), 1), ((16, 64), 0), ((16, 64), 1), ((8, 16), 1), ((16, 8), 1)])
 @pytest.mark.parametrize("reverse", [False, True])
 def test_scan_dtypes(dtype, op, shape, axis, reverse, device):
     x, y, ref = _run(shape, axis, op, reverse, dtype, 4, device)
@@ -135,7 +136,7 @@ def test_general_combine(op, shape, axis, reverse, num_warps, device):
 
 
 @pytest.mark.parametrize("reverse", [False, True])
-@pytest.mark.parametrize("shape,axis", [((1, 256), 1), ((8, 16), 1)])
+@pytest.mark.parametrize("shape,axis", [((1, 256), 1), ((8, 16), 1), ((16, 8), 1)])
 def test_negative_zero_stays(reverse, shape, axis, device):
     # the identity other lines add while they wait for their turn at the builtin is -0.0: x + -0.0 == x exactly
     x = torch.full(shape, -0.0)
@@ -163,7 +164,12 @@ def test_sum_uses_the_metal_builtin_and_two_barriers(dtype, builtin):
 
 def test_prod_uses_the_metal_builtin():
     assert "simd_prefix_exclusive_product(" in _msl("prod", (1, 1024), 1)
-    assert "simd_prefix_exclusive_product(" in _msl("prod", (8, 16), 1)  # 8 lines share a simdgroup
+    # [8, 16] (no divisibility: one element per thread): 16 lanes along a row, 2 rows share a simdgroup: 2 turns
+    # at the builtin, fewer than the 4 ladder steps
+    assert _msl("prod", (8, 16), 1).count("simd_prefix_exclusive_product(") == 2
+    # [16, 8]: 4 rows share a simdgroup, 3 lane bits along a row: the ladder
+    msl = _msl("sum", (16, 8), 1)
+    assert "simd_prefix" not in msl and "simd_shuffle_up" in msl
 
 
 def test_general_combine_uses_a_shuffle_ladder_not_threadgroup_memory_per_step():

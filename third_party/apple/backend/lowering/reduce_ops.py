@@ -28,9 +28,10 @@ _SIMD_REDUCTIONS = {
     "arith.ori": ("simd_or", ""), "arith.xori": ("simd_xor", ""),
 }
 _SIMD_TYPES = {"float", "half", "int", "uint", "short", "ushort"}
-# Lines of a reduction sharing one simdgroup each take a turn at the builtin; past this many turns the
-# shuffle butterfly (one shuffle and one combine per lane bit) is used instead.
-_MAX_BUILTIN_TURNS = 8
+# Lines of a reduction sharing one simdgroup each take a turn at the builtin, as long as there are no more
+# turns than the shuffle butterfly has steps (one shuffle and one combine per lane bit along the axis):
+# whether a builtin costs one step or five on Apple GPUs is not documented, so the builtin never costs more
+# calls than the butterfly.
 # The value each builtin leaves every other value unchanged with, per MSL type (-0.0: x + -0.0 == x for every
 # float x, including -0.0).
 _INT_LIMITS = {"int": ("(-2147483647 - 1)", "2147483647"), "short": ("-32768", "32767"),
@@ -151,7 +152,8 @@ def _reduce(em: FunctionEmitter, op: Op) -> None:
     # natively (lines that share the simdgroup take turns at it, the other lanes contributing the identity),
     # else a simd_shuffle_xor butterfly over the lane bits along the axis
     off_lanes = [b for b in range(len(lay.lane)) if b not in red_lanes]
-    builtin = _simd_builtin(op, ctypes) if red_lanes and (1 << len(off_lanes)) <= _MAX_BUILTIN_TURNS else None
+    turns = 1 << len(off_lanes)
+    builtin = _simd_builtin(op, ctypes) if red_lanes and turns <= max(1, len(red_lanes)) else None
     if builtin:
         fn, cast = builtin
         ct = ctypes[0]

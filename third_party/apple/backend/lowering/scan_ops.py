@@ -7,9 +7,10 @@ as upstream's ScanOpToLLVM does:
 
   1. each thread scans its runs of registers sequentially;
   2. across the lanes of a line, the thread totals get an exclusive prefix: Metal's `simd_prefix_exclusive_sum`
-     / `_product` when the combine is one add or multiply on a type Metal's SIMD functions take (other lines
-     that share the simdgroup contribute the identity in turn; a reverse scan mirrors the lanes with
-     `simd_shuffle_xor`), else a `simd_shuffle_up`/`down` Hillis-Steele ladder calling the combine function;
+     / `_product` when the combine is one add or multiply on a type Metal's SIMD functions take (lines that
+     share the simdgroup take turns, the others contributing the identity, when there are few; a reverse
+     scan mirrors the lanes with `simd_shuffle_xor`), else a `simd_shuffle_up`/`down` Hillis-Steele ladder
+     calling the combine function;
      each register is combined with its lane prefix;
   3. across simdgroups and register repeats, the block totals go through threadgroup memory once (one
      barrier), and every thread combines the totals of the blocks before its own, in order.
@@ -172,8 +173,10 @@ _SIMD_SCANS = {
 }
 _SIMD_TYPES = {"float", "half", "int", "uint", "short", "ushort"}
 _UNSIGNED_TWIN = {"int": "uint", "short": "ushort", "uint": "uint", "ushort": "ushort"}
-# Lines of a scan sharing one simdgroup each take a turn at the builtin (the others add the identity); past
-# this many turns the shuffle ladder (one shuffle and one combine per step) is used instead, where it applies.
+# Lines of a scan sharing one simdgroup each take a turn at the builtin (the others add the identity) when
+# that is no more calls than the shuffle ladder has steps (one shuffle and one combine per lane bit along the
+# axis; whether a builtin costs one step or five on Apple GPUs is not documented), and, where the ladder does
+# not apply (lane bits along the axis that are not contiguous), up to this many turns.
 _MAX_BUILTIN_TURNS = 8
 
 
@@ -303,8 +306,10 @@ def _scan_in_levels(em, op, ty, lay, axis, reverse, combine, ctypes, outs, level
         pos = em.temp("lane_pos")
         em.emit(f"const uint {pos} = {linear_expr('tt_lane', vals)};")
         first = L - 1 if reverse else 0
-        use_builtin = _scan_builtin(op, ctypes) is not None and \
-            (1 << (len(lay.lane) - len(levels.lanes))) <= _MAX_BUILTIN_TURNS
+        turns = 1 << (len(lay.lane) - len(levels.lanes))
+        # the builtin in turns when that is no more calls than the ladder has steps (or there is no ladder)
+        use_builtin = _scan_builtin(op, ctypes) is not None and turns <= _MAX_BUILTIN_TURNS and \
+            (turns <= len(levels.lanes) or not _lanes_contiguous(levels))
         for _, regs in runs:
             totals = [at(o, str(regs[-1])) for o in outs]
             prefix = (_lane_prefix_builtin if use_builtin else _lane_prefix_ladder)(
