@@ -185,11 +185,12 @@ class AppleBackend(BaseBackend):
         from .ir import parse_module, print_module
         from .lowering import lower_module
         from .passes.loads_in_use_layout import loads_in_use_layout
-        from .passes import accelerate_matmul, casts_around_moves
+        from .passes import accelerate_matmul, allocate_shared_memory, casts_around_moves
         module = parse_module(mod if isinstance(mod, str) else mod.str())
         accelerate_matmul(module)
         casts_around_moves(module)
         loads_in_use_layout(module)
+        allocate_shared_memory(module)
         if knobs.dump_ir.get():
             print(f"// -----// apple IR after Apple passes //----- //\n{print_module(module)}", file=sys.stderr)
         kernel = lower_module(module, opt)

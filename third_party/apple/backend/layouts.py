@@ -164,12 +164,41 @@ def layout_of(enc: Encoding, shape: Tuple[int, ...], num_warps: int) -> LinearLa
         parent_shape = shape[:enc.dim] + (1, ) + shape[enc.dim:]
         return slice_layout(layout_of(enc.parent, parent_shape, num_warps), enc.dim)
     if isinstance(enc, LinearEncoding):
-        return LinearLayout(tuple(shape), enc.register, enc.lane, enc.warp)
+        return linear_encoding_layout(enc, tuple(shape))
     if isinstance(enc, DotOperandEncoding) and isinstance(enc.parent, (BlockedEncoding, LinearEncoding)):
         return fma_operand_layout(enc, shape, num_warps)
+    if isinstance(enc, DotOperandEncoding) and isinstance(enc.parent, AppleMmaEncoding):
+        return mma_operand_layout(enc, tuple(shape), num_warps)
     if isinstance(enc, AppleMmaEncoding):
         return mma_layout(enc, tuple(shape), num_warps)
     return from_libtriton(enc, tuple(shape))
+
+
+def linear_encoding_layout(enc: LinearEncoding, shape: Tuple[int, ...]) -> LinearLayout:
+    """`#ttg.linear` on a tensor shape: its bases as printed, fitted to the shape the way blocked layouts are
+    (and upstream fits them): a component at or beyond the tensor's extent becomes 0 (lanes and warps then
+    hold copies, registers that would only hold copies are dropped), and an extent the bases do not reach
+    is covered by extra registers, dimension by dimension."""
+    rank = len(shape)
+    for n in shape:
+        _log2(n)
+
+    def fit(b: Coord) -> Coord:
+        return tuple(x if x < shape[d] else 0 for d, x in enumerate(b))
+
+    regs = [fit(b) for b in enc.register]
+    regs = [b for b in regs if any(b)]
+    lane = [fit(b) for b in enc.lane]
+    warp = [fit(b) for b in enc.warp]
+    for d in range(rank):
+        reach = 0
+        for b in regs + lane + warp:
+            reach |= b[d]
+        size = 1 << reach.bit_length() if reach else 1
+        while size < shape[d]:
+            regs.append(_unit(rank, d, size))
+            size *= 2
+    return LinearLayout(tuple(shape), tuple(regs), tuple(lane), tuple(warp))
 
 
 def mma_layout(enc: AppleMmaEncoding, shape: Tuple[int, ...], num_warps: int) -> LinearLayout:
@@ -205,6 +234,44 @@ def mma_layout(enc: AppleMmaEncoding, shape: Tuple[int, ...], num_warps: int) ->
         warp.append(zero)  # more simdgroups than tiles: replicas
     return LinearLayout(tuple(shape), tuple(b for b in reg if fits(b)), tuple(b if fits(b) else zero for b in lane),
                         tuple(b if fits(b) else zero for b in warp))
+
+
+def mma_operand_layout(enc: DotOperandEncoding, shape: Tuple[int, ...], num_warps: int) -> LinearLayout:
+    """Operand of a `simdgroup_matrix` dot held in registers: each simdgroup holds the 8x8 fragments it
+    multiplies, A's rows of its M tile by all of K (B: all of K by the columns of its N tile), in the
+    same lane mapping as the accumulator (`mma_layout`). Registers: element `j` of `thread_elements()`,
+    then the fragment index along the fragment's columns, then along its rows (A: K then M; B: N then K).
+    Simdgroups that differ only along the other operand's dimension hold the same fragments (replicas).
+    With `warps_per_cta = [wm, 1]` the A layout is the accumulator layout of an (M, K) result, so a dot
+    result feeds the next dot's A operand without moving (attention's P)."""
+    rank = len(shape)
+    if rank not in (2, 3):
+        raise ValueError(f"{enc.text()} needs a rank-2 or rank-3 shape, not {list(shape)}")
+    row_dim, col_dim = rank - 2, rank - 1
+    wm, wn = enc.parent.warps_per_cta
+    if enc.op_idx == 0:
+        rows, cols = shape[row_dim] // wm, shape[col_dim]  # this simdgroup's M tile by all of K
+    else:
+        rows, cols = shape[row_dim], shape[col_dim] // wn  # all of K by this simdgroup's N tile
+    if rows % 8 or cols % 8 or rows < 8 or cols < 8:
+        raise ValueError(f"{enc.text()} cannot hold shape {list(shape)} in 8x8 fragments")
+
+    def at(dim: int, value: int) -> Tuple[int, ...]:
+        return tuple(value if d == dim else 0 for d in range(rank))
+
+    zero = tuple(0 for _ in range(rank))
+    reg = [at(col_dim, 1)]
+    reg += [at(col_dim, 8 << i) for i in range(_log2(cols // 8))]
+    reg += [at(row_dim, 8 << i) for i in range(_log2(rows // 8))]
+    if rank == 3:
+        reg += [at(0, 1 << i) for i in range(_log2(shape[0]))]
+    lane = [at(col_dim, 2), at(row_dim, 1), at(row_dim, 2), at(col_dim, 4), at(row_dim, 4)]
+    # the accumulator's warp order: N tiles first, then M tiles
+    warp = [zero if enc.op_idx == 0 else at(col_dim, cols << i) for i in range(_log2(wn))]
+    warp += [at(row_dim, rows << i) if enc.op_idx == 0 else zero for i in range(_log2(wm))]
+    while len(warp) < num_warps.bit_length() - 1:
+        warp.append(zero)
+    return LinearLayout(tuple(shape), tuple(reg), tuple(lane), tuple(warp))
 
 
 def fma_operand_layout(enc: DotOperandEncoding, shape: Tuple[int, ...], num_warps: int) -> LinearLayout:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from typing import Dict, List, Optional, Tuple
 
+from ..analysis.buffer_liveness import buffer_live_ranges, op_positions
 from ..errors import InternalCompilerError, ResourceLimitError, UnsupportedFeatureError
 from ..ir import Function, Module, Op
 from ..ir.core import Location
@@ -14,6 +15,7 @@ from ..layouts import LayoutService
 from ..target import MAX_THREADGROUP_MEMORY, SIMD_WIDTH
 from . import soft_f64
 from .msl_helpers import helper_text, shuffle_helper
+from .msl_types import elem_bytes
 from .registry import Lowering
 
 F64 = ScalarType("f64")
@@ -51,10 +53,9 @@ class KernelContext:
         self.has_debug = any(op.name in ("tt.print", "tt.assert") for f in module.functions for op in f.walk())
         self._function_names: Dict[str, str] = {}
         self._generated_names: Dict[str, int] = {}
-        self._low_scratch = 0  # scratch placed at offset 0 where no explicit shared buffer is live
-        self._extra_scratch = 0  # scratch placed after everything upstream allocated
-        self._live: Optional[List[Tuple[int, int]]] = None
-        self._position = {id(op): i for i, op in enumerate(o for f in module.functions for o in f.walk())}
+        self._scratch_end = 0  # end of the highest scratch region placed outside upstream's allocation
+        self._live: Optional[List[Tuple[int, int, int, int]]] = None
+        self._position = op_positions(module)
 
     # -- generated MSL functions -----------------------------------------------------------------
 
@@ -99,45 +100,48 @@ class KernelContext:
     # -- threadgroup memory ----------------------------------------------------------------------
 
     def scratch_offset(self, op: Op, nbytes: int) -> int:
-        """Offset in `tt_smem` of scratch space for `op`: upstream's allocation when it is big enough; the
-        start of threadgroup memory when no explicit shared buffer is live at `op`; otherwise a region of
-        our own after everything upstream allocated."""
+        """Offset in `tt_smem` of scratch space for `op`: upstream's allocation when it is big enough, else
+        the lowest 16-byte aligned gap that no buffer live at `op` occupies (`analysis/buffer_liveness.py`),
+        possibly behind all of them."""
         self.uses_smem = True
         off, size = op.attrs.get("allocation.offset"), op.attrs.get("allocation.size")
         if off is not None and size is not None and nbytes <= int(size):
             return int(off)
-        if not self._buffers_live_at(op):
-            self._low_scratch = max(self._low_scratch, nbytes)
-            return 0
-        self._extra_scratch = max(self._extra_scratch, nbytes)
-        return self._upstream_end
+        offset = self._free_gap(op, nbytes)
+        self._scratch_end = max(self._scratch_end, offset + nbytes)
+        return offset
 
     def scratch_room(self, op: Op) -> int:
         """The most scratch bytes `op` can get without the kernel exceeding threadgroup memory."""
         off, size = op.attrs.get("allocation.offset"), op.attrs.get("allocation.size")
         upstream = int(size) if off is not None and size is not None else 0
-        if not self._buffers_live_at(op):
-            return max(upstream, MAX_THREADGROUP_MEMORY)
-        return max(upstream, MAX_THREADGROUP_MEMORY - self._upstream_end)
+        room, cursor = 0, 0
+        for b_off, b_size in self._occupied_at(op) + [(MAX_THREADGROUP_MEMORY, 0)]:
+            room = max(room, b_off - cursor)
+            cursor = max(cursor, (b_off + b_size + 15) // 16 * 16)
+        return max(upstream, room)
 
-    @property
-    def _upstream_end(self) -> int:
-        return (self.upstream_shared + 15) // 16 * 16
-
-    def _buffers_live_at(self, op: Op) -> bool:
+    def _occupied_at(self, op: Op) -> List[Tuple[int, int]]:
+        """(offset, bytes) of the explicit buffers live at `op`, by offset; every buffer when `op`'s position
+        is unknown."""
         if self._live is None:
-            self._live = _buffer_live_ranges(self.module)
+            self._live = [(r.start, r.end, int(r.alloc.attrs.get("allocation.offset", 0)), _alloc_bytes(r.alloc))
+                          for r in buffer_live_ranges(self.module)]
         pos = self._position.get(id(op))
-        if pos is None:
-            return True  # unknown op: assume the worst
-        return any(start <= pos <= end for start, end in self._live)
+        return sorted((o, n) for start, end, o, n in self._live if pos is None or start <= pos <= end)
+
+    def _free_gap(self, op: Op, nbytes: int) -> int:
+        cursor = 0
+        for b_off, b_size in self._occupied_at(op):
+            if cursor + nbytes <= b_off:
+                break
+            cursor = max(cursor, (b_off + b_size + 15) // 16 * 16)
+        return cursor
 
     @property
     def shared_bytes(self) -> int:
         """Bytes of threadgroup memory the kernel declares (at least 16 when it uses any)."""
-        total = max(self.upstream_shared, self._low_scratch)
-        if self._extra_scratch:
-            total = max(total, self._upstream_end + self._extra_scratch)
+        total = max(self.upstream_shared, self._scratch_end)
         if total or self.uses_smem:
             return max(total, 16)
         return 0
@@ -173,30 +177,7 @@ class KernelContext:
             self.require("tt_f64_core")
 
 
-def _buffer_live_ranges(module: Module) -> List[Tuple[int, int]]:
-    """Pre-order position ranges during which each `ttg.local_alloc` buffer may be read. A buffer used
-    inside a loop that does not contain its allocation stays live to the end of that loop."""
-    order = [o for f in module.functions for o in f.walk()]
-    pos = {id(o): i for i, o in enumerate(order)}
-    span = {}
-    for o in order:
-        if o.regions:
-            inner = [pos[id(x)] for x in o.walk()]
-            span[id(o)] = (min(inner), max(inner))
-    loops = [o for o in order if o.name in ("scf.for", "scf.while")]
-    ranges = []
-    for o in order:
-        if o.name != "ttg.local_alloc":
-            continue
-        start = end = pos[id(o)]
-        buf = o.result
-        for user in order:
-            if any(v is buf for v in user.operands):
-                p = pos[id(user)]
-                end = max(end, p)
-                for loop in loops:
-                    lo, hi = span[id(loop)]
-                    if lo <= p <= hi and not lo <= start <= hi:
-                        end = max(end, hi)
-        ranges.append((start, end))
-    return ranges
+def _alloc_bytes(alloc: Op) -> int:
+    ty = alloc.result.type
+    return ty.numel * elem_bytes(ty.element)
+

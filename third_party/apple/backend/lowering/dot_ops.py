@@ -6,6 +6,11 @@ operands are staged row-major in threadgroup memory, each simdgroup loads its 8x
 registers (the fragment layout is the encoding's linear layout), so across a K loop it never touches
 threadgroup memory.
 
+Operands in `DotOperandEncoding(parent=AppleMmaEncoding)` are already in registers as the fragments a
+simdgroup multiplies (`layouts.mma_operand_layout`): they fill `thread_elements()` directly, without
+threadgroup memory (attention's Q, hoisted out of its loop, and P, which a dot with one simdgroup column
+produces in that very layout).
+
 FMA path (everything else: int8, fp8, odd shapes): every thread computes its result elements as a
 K-long chain of fused multiply-adds over operand registers that already hold whole rows of A and
 columns of B. Products and sums are computed in float (int32 for integer dots) and rounded to the
@@ -47,6 +52,17 @@ def _dot(em: FunctionEmitter, op: Op) -> None:
 _FRAGMENT = {"f16": "half", "bf16": "bfloat", "f32": "float"}
 
 
+def _log2(n: int) -> int:
+    return n.bit_length() - 1
+
+
+def _holds_fragments(v, enc: AppleMmaEncoding) -> bool:
+    """Whether operand `v` is already in registers as the fragments this dot multiplies
+    (`layouts.mma_operand_layout`)."""
+    e = v.type.encoding if isinstance(v.type, TensorType) else None
+    return isinstance(e, DotOperandEncoding) and isinstance(e.parent, AppleMmaEncoding) and e.parent == enc
+
+
 def _dot_simdgroup(em: FunctionEmitter, op: Op) -> None:
     a_v, b_v, c_v = op.operands[:3]
     res_ty: TensorType = op.result.type
@@ -60,8 +76,10 @@ def _dot_simdgroup(em: FunctionEmitter, op: Op) -> None:
     in_t = _FRAGMENT[elem_type(a_v).name]
     acc_t = _FRAGMENT[elem_type(op.result).name]
     lay = em.layout(res_ty)
-    # 1. operands in threadgroup memory, row-major: shared buffers as they are, registers staged
-    staged = [v for v in (a_v, b_v) if not isinstance(v.type, MemDescType)]
+    # 1. operands: fragments already in registers are used as they are; shared buffers are read in place;
+    #    other register layouts are staged row-major in threadgroup memory
+    in_regs = {id(v): _holds_fragments(v, enc) for v in (a_v, b_v)}
+    staged = [v for v in (a_v, b_v) if not isinstance(v.type, MemDescType) and not in_regs[id(v)]]
     views = em.scratch(op, [(in_t, v.type.numel * elem_bytes(elem_type(v))) for v in staged],
                        "operand_smem") if staged else []
     bufs = {id(v): view for v, view in zip(staged, views)}
@@ -72,11 +90,13 @@ def _dot_simdgroup(em: FunctionEmitter, op: Op) -> None:
     for v in (a_v, b_v):
         if isinstance(v.type, MemDescType):
             bufs[id(v)] = em.get(v).name
-    a_s, b_s = bufs[id(a_v)], bufs[id(b_v)]
+    a_s, b_s = bufs.get(id(a_v)), bufs.get(id(b_v))
     # 2. this simdgroup's tile origin
     wrow, wcol = em.temp("warp_row"), em.temp("warp_col")
-    em.emit(f"const uint {wrow} = {linear_expr('tt_warp', [b[rank - 2] for b in lay.warp])};")
-    em.emit(f"const uint {wcol} = {linear_expr('tt_warp', [b[rank - 1] for b in lay.warp])};")
+    if a_s is not None:
+        em.emit(f"const uint {wrow} = {linear_expr('tt_warp', [b[rank - 2] for b in lay.warp])};")
+    if b_s is not None:
+        em.emit(f"const uint {wcol} = {linear_expr('tt_warp', [b[rank - 1] for b in lay.warp])};")
     c = em.get(c_v)
     out = em.declare(op.result)
     nfrag = fm * fn_
@@ -96,10 +116,22 @@ def _dot_simdgroup(em: FunctionEmitter, op: Op) -> None:
     em.emit(f"simdgroup_matrix<{in_t}, 8, 8> {af}[{fm}];")
     em.emit(f"simdgroup_matrix<{in_t}, 8, 8> {bf}[{fn_}];")
     em.open(f"for (uint {i} = 0; {i} < {fm}; ++{i})")
-    em.emit(f"simdgroup_load({af}[{i}], {a_s} + {bt} * {M * K} + ({wrow} + 8 * {i}) * {K} + 8 * {kk}, {K});")
+    if a_s is None:  # registers: fragment (i, kk) of this simdgroup's rows
+        a = em.get(a_v)
+        base = f"({bt} << {1 + _log2(K // 8) + _log2(fm)}) | ({i} << {1 + _log2(K // 8)}) | ({kk} << 1)"
+        for e in range(2):
+            em.emit(f"{af}[{i}].thread_elements()[{e}] = {in_t}({a.at(f'{base} | {e}')});")
+    else:
+        em.emit(f"simdgroup_load({af}[{i}], {a_s} + {bt} * {M * K} + ({wrow} + 8 * {i}) * {K} + 8 * {kk}, {K});")
     em.close()
     em.open(f"for (uint {j} = 0; {j} < {fn_}; ++{j})")
-    em.emit(f"simdgroup_load({bf}[{j}], {b_s} + {bt} * {K * N} + 8 * {kk} * {N} + {wcol} + 8 * {j}, {N});")
+    if b_s is None:  # registers: fragment (kk, j) of this simdgroup's columns
+        b = em.get(b_v)
+        base = f"({bt} << {1 + _log2(fn_) + _log2(K // 8)}) | ({kk} << {1 + _log2(fn_)}) | ({j} << 1)"
+        for e in range(2):
+            em.emit(f"{bf}[{j}].thread_elements()[{e}] = {in_t}({b.at(f'{base} | {e}')});")
+    else:
+        em.emit(f"simdgroup_load({bf}[{j}], {b_s} + {bt} * {K * N} + 8 * {kk} * {N} + {wcol} + 8 * {j}, {N});")
     em.close()
     em.open(f"for (uint {i} = 0; {i} < {fm}; ++{i})")
     em.open(f"for (uint {j} = 0; {j} < {fn_}; ++{j})")

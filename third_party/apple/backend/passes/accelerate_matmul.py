@@ -15,16 +15,23 @@ from typing import Optional, Tuple
 
 from ..ir import Block, Function, Module, Op
 from ..ir.types import AppleMmaEncoding, TensorType
+from .operands_in_registers import chained_dots, operands_in_registers
 from .rewrite import convert_layout, insert_after, insert_before, replace_uses, uses
 
 _OPERAND_TYPES = ("f16", "bf16", "f32")
 
 
-def choose_warps(m: int, n: int, num_warps: int) -> Optional[Tuple[int, int]]:
+def choose_warps(m: int, n: int, num_warps: int, whole_rows: bool = False) -> Optional[Tuple[int, int]]:
     """Split `num_warps` simdgroups over an (m, n) tile, N first, keeping tiles square-ish; simdgroups
-    beyond the number of 8x8 fragments become replicas."""
+    beyond the number of 8x8 fragments become replicas. `whole_rows`: one simdgroup column (each simdgroup
+    owns whole rows), so that the result is already the A operand of a following dot."""
     if m % 8 or n % 8:
         return None
+    if whole_rows:
+        wm = 1
+        while wm * 2 <= num_warps and m % (8 * wm * 2) == 0:
+            wm *= 2
+        return (wm, 1)
     frags = (m // 8) * (n // 8)
     usable = 1
     while usable * 2 <= min(num_warps, frags):
@@ -41,7 +48,7 @@ def choose_warps(m: int, n: int, num_warps: int) -> Optional[Tuple[int, int]]:
     return best[1] if best else None
 
 
-def _eligible(op: Op, num_warps: int) -> Optional[AppleMmaEncoding]:
+def _eligible(op: Op, num_warps: int, whole_rows: bool = False) -> Optional[AppleMmaEncoding]:
     a, b, c = op.operands[:3]
     res = op.result.type
     if not isinstance(res, TensorType) or len(res.shape) not in (2, 3):
@@ -56,7 +63,7 @@ def _eligible(op: Op, num_warps: int) -> Optional[AppleMmaEncoding]:
     k = a.type.shape[-1]
     if k % 8:
         return None
-    warps = choose_warps(res.shape[-2], res.shape[-1], num_warps)
+    warps = choose_warps(res.shape[-2], res.shape[-1], num_warps, whole_rows)
     return AppleMmaEncoding(warps) if warps else None
 
 
@@ -199,13 +206,22 @@ def _read_operands_from_shared(fn: Function, op: Op) -> None:
 
 
 def accelerate_matmul(module: Module) -> int:
-    """Rewrite every eligible dot of `module`; returns how many were moved onto simdgroup_matrix."""
+    """Rewrite every eligible dot of `module`; returns how many were moved onto simdgroup_matrix. Dots
+    chained through elementwise ops (attention) get one simdgroup column, and `operands_in_registers`
+    then keeps the operands that need no shared buffer in registers."""
     count = 0
+    chains = {}
     for fn in module.functions:
+        pairs = chained_dots(fn)
+        in_chain = {id(d) for pair in pairs for d in pair}
+        encs = {}
         for op in [o for o in fn.walk() if o.name == "tt.dot"]:
-            mma = _eligible(op, module.num_warps)
+            mma = _eligible(op, module.num_warps, whole_rows=id(op) in in_chain)
             if mma is not None:
+                encs[id(op)] = mma
                 _rewrite(fn, op, mma)
                 _read_operands_from_shared(fn, op)
                 count += 1
+        chains[fn.name] = [(p, c) for p, c in pairs if id(p) in encs and id(c) in encs]
+    operands_in_registers(module, chains)
     return count

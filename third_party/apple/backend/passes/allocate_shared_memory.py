@@ -1,0 +1,99 @@
+"""Apple pass: place threadgroup memory again after the Apple passes changed what needs it.
+
+Upstream's `allocate_shared_memory` ran on the TTGIR: every `ttg.local_alloc` buffer and every op that needs
+scratch (layout conversions, cross-simdgroup reductions, ...) carries an `allocation.offset` (scratch also an
+`allocation.size`), and the module a `ttg.shared` total. Our passes then removed buffers (operands now kept
+in registers) and changed layouts, so those offsets can leave holes: a buffer that upstream placed after
+one that no longer exists still sits at its old offset. Buffers without any offset (hand-written TTGIR
+compiled from a file skips upstream's allocator) are placed here too.
+
+This pass first moves each buffer made from a register value down to right before its first reader, then
+packs the same intervals again: buffers live over `analysis.buffer_liveness` ranges, scratch for
+the one op that uses it, and two of them may share bytes only when they are never live at once. Largest
+first, each at the lowest 16-byte aligned offset free for its whole range. Where that would need more than
+upstream's placement (greedy packing is not optimal), upstream's placement stays. Modules with calls keep
+upstream's placement too: a callee's buffers are placed relative to its call site.
+"""
+from __future__ import annotations
+
+from typing import List, Tuple
+
+from ..analysis.buffer_liveness import buffer_live_ranges, op_positions
+from ..ir import Module, Op
+from ..lowering.msl_types import elem_bytes
+
+_ALIGN = 16
+
+
+def _buffer_bytes(alloc: Op) -> int:
+    ty = alloc.result.type
+    return ty.numel * elem_bytes(ty.element)
+
+
+def _fill_late(fn) -> None:
+    """Move each buffer made from a register value (`ttg.local_alloc %x`, immutable) down to right before its
+    first reader in the same block: upstream hoists loads early, and a buffer filled long before it is read
+    holds threadgroup memory the whole time (the value waits in registers instead)."""
+    for block in [b for o in fn.walk() for r in o.regions for b in r.blocks] + list(fn.body.blocks):
+        for alloc in [o for o in block.ops if o.name == "ttg.local_alloc" and o.operands]:
+            first = None
+            for i, o in enumerate(block.ops):
+                if any(v is alloc.result for x in o.walk() for v in x.operands):
+                    first = i
+                    break
+            here = block.ops.index(alloc)
+            if first is None or first <= here + 1:
+                continue
+            block.ops.remove(alloc)
+            block.ops.insert(first - 1, alloc)
+
+
+def allocate_shared_memory(module: Module) -> int:
+    """Re-place every buffer and scratch region of `module`; returns the new `ttg.shared` total."""
+    upstream_total = int(module.attrs.get("ttg.shared", 0))
+    ops = [o for f in module.functions for o in f.walk()]
+    if any(o.name == "tt.call" for o in ops) or len(module.functions) != 1:
+        return _place_unallocated(module, ops, upstream_total)
+    for fn in module.functions:
+        _fill_late(fn)
+    pos = op_positions(module)
+    items: List[Tuple[int, int, int, Op]] = []  # (size, start, end, op)
+    for rng in buffer_live_ranges(module):
+        items.append((_buffer_bytes(rng.alloc), rng.start, rng.end, rng.alloc))
+    for o in ops:
+        if o.name != "ttg.local_alloc" and "allocation.offset" in o.attrs and "allocation.size" in o.attrs:
+            items.append((int(o.attrs["allocation.size"]), pos[id(o)], pos[id(o)], o))
+    placed: List[Tuple[int, int, int, int]] = []  # (offset, size, start, end)
+    offsets = {}
+    for size, start, end, op in sorted(items, key=lambda t: (-t[0], t[1])):
+        clashes = sorted((off, sz) for off, sz, s, e in placed if s <= end and start <= e)
+        offset = 0
+        for off, sz in clashes:
+            if offset + size <= off:
+                break
+            offset = max(offset, (off + sz + _ALIGN - 1) // _ALIGN * _ALIGN)
+        placed.append((offset, size, start, end))
+        offsets[id(op)] = (op, offset)
+    total = max((off + sz for off, sz, _, _ in placed), default=0)
+    upstream_placed = all("allocation.offset" in op.attrs for op, _ in offsets.values())
+    if upstream_placed and total >= upstream_total:
+        return upstream_total
+    for op, offset in offsets.values():
+        op.attrs["allocation.offset"] = offset
+    module.attrs["ttg.shared"] = total
+    return total
+
+
+def _place_unallocated(module: Module, ops: List[Op], upstream_total: int) -> int:
+    """Buffers that came without an `allocation.offset` (hand-written TTGIR compiled from a file skips
+    upstream's allocator) each get bytes of their own behind everything else; the rest stays where it is."""
+    end = upstream_total
+    for o in ops:
+        if o.name == "ttg.local_alloc" and "allocation.offset" not in o.attrs:
+            end = (end + _ALIGN - 1) // _ALIGN * _ALIGN
+            o.attrs["allocation.offset"] = end
+            end += _buffer_bytes(o)
+    if end != upstream_total:
+        module.attrs["ttg.shared"] = end
+    return end
+
