@@ -16,7 +16,7 @@
 
 #include "metal_limits.h"
 
-#define TT_EMU_ABI_VERSION 6
+#define TT_EMU_ABI_VERSION 7
 
 #define TT_EMU_MAX_LINES 16
 #define TT_EMU_MAX_EVENTS 16

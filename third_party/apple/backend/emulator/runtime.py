@@ -32,7 +32,7 @@ from . import signature as _sig
 from . import toolchain
 from .errors import EmulatorCompileError, EmulatorError, EmulatorLaunchError, EmulatorWarning
 
-ABI_VERSION = 6  # TT_EMU_ABI_VERSION in emulator_runtime.h
+ABI_VERSION = 7  # TT_EMU_ABI_VERSION in emulator_runtime.h
 
 TT_BUF_READONLY = 1
 TT_BUF_SCALAR = 2
