@@ -281,6 +281,10 @@ def cases() -> List[Case]:
         # the tile of Triton's matmul tutorial configs (128x64x32, 4 warps): fits Metal's 32 KB because the
         # epilogue's conversion reuses the threadgroup memory of the dead A/B tiles
         _matmul_case("matmul f16 128x64x32 tile", torch.float16, torch.float16, BM=128, BN=64, BK=32),
+        # the attention tutorial's test tile (BLOCK_M 128, BLOCK_N 64, HEAD_DIM 64, 4 warps): upstream allocates
+        # 40 KB of operand buffers; Q and P stay in registers, K and V share what is left
+        _attention_case("flash-attn fwd f16 128x64, D=64", False, N_CTX=192, BM=128, BN=64),
+        _attention_case("flash-attn fwd f16 128x64, D=64, causal", True, N_CTX=192, BM=128, BN=64),
     ]
 
 

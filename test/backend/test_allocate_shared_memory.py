@@ -35,25 +35,33 @@ def _offsets(module):
             if o.name == "ttg.local_alloc"}
 
 
+def test_buffers_are_filled_right_before_their_first_reader():
+    m = parse_module(IR)
+    allocate_shared_memory(m)
+    ops = [o.name + ":" + (o.results[0].name if o.results else "") for o in m.functions[0].body.entry.ops]
+    # %b was filled before %a's reader; now right before the loop that reads it
+    assert ops.index("ttg.local_alloc:b") == ops.index("scf.for:") - 1
+    assert ops.index("ttg.local_alloc:b") > ops.index("ttg.local_load:la")
+
+
 def test_dead_buffer_space_is_reused():
     m = parse_module(IR)
-    assert allocate_shared_memory(m) == 8192  # %c reuses %a's bytes; upstream needed 12288
+    assert allocate_shared_memory(m) == 6144  # upstream needed 12288
     off = _offsets(m)
-    assert off["b"] != off["c"]  # live at once: disjoint
-    assert {off["a"], off["b"]} == {0, 4096}  # live at once: disjoint
-    assert m.attrs["ttg.shared"] == 8192
+    assert off["a"] == off["b"] == 0  # %a is dead once %b is filled
+    assert off["c"] == 4096  # %b is live in the loop: disjoint
+    assert m.attrs["ttg.shared"] == 6144
 
 
 def test_buffers_without_an_offset_are_placed():
     m = parse_module(IR.replace(" {allocation.offset = 8192 : i32}", ""))
-    assert allocate_shared_memory(m) == 8192
-    assert "c" in _offsets(m)
+    assert allocate_shared_memory(m) == 6144
+    assert _offsets(m)["c"] == 4096
 
 
-def test_upstream_placement_kept_when_packing_does_not_help():
-    m = parse_module(IR.replace("ttg.shared = 12288", "ttg.shared = 8192").replace(
-        "allocation.offset = 8192 : i32", "allocation.offset = 0 : i32"))
-    # upstream already put %c over %a (dead by then): nothing to gain, nothing is moved
-    before = _offsets(m)
-    assert allocate_shared_memory(m) == 8192
+def test_placement_kept_when_packing_does_not_help():
+    m = parse_module(IR)
+    allocate_shared_memory(m)
+    before = dict(_offsets(m))
+    assert allocate_shared_memory(m) == 6144  # already packed: nothing to gain, nothing moves
     assert _offsets(m) == before

@@ -112,6 +112,9 @@ def test_native_sources_compile_for_aarch64_linux(tmp_path):
         raise AssertionError("nanobind's headers are needed to check triton_apple.cc: pip install nanobind") from None
     import sysconfig
     _check(base + ["-I", nanobind.include_dir(), "-I", sysconfig.get_paths()["include"], str(APPLE / "triton_apple.cc")])
+    # the native launcher (backend/driver.c), a C extension: with this Python's headers (LP64 like AArch64)
+    _check([cxx, TARGET, "-x", "c", "-std=c11", "-fsyntax-only", "-Wall", "-Werror", "-I", str(INC), "-I",
+            sysconfig.get_paths()["include"], str(APPLE / "backend" / "driver.c")])
 
 
 def test_kernel_flags_are_accepted_by_the_host_compiler_for_every_host_kind(tmp_path):

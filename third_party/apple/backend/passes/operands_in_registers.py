@@ -121,9 +121,27 @@ class _Rebuilder:
         return cvt.result
 
 
-def _sink(fn: Function, cvt: Op, consumers: Dict[int, Op], rebuild: _Rebuilder) -> None:
+def _cheap(v: Value, enc: Encoding, depth: int = 8) -> bool:
+    """Whether `_Rebuilder` makes `v` in `enc` without moving a 2-D tile between threads."""
+    if not isinstance(v.type, TensorType) or v.type.encoding == enc or len(v.type.shape) < 2:
+        return True
+    op = v.owner
+    if depth == 0 or not isinstance(op, Op):
+        return False
+    if op.name in ("tt.splat", "arith.constant", "tt.expand_dims"):
+        return True
+    if op.name == "ttg.convert_layout":
+        return op.operands[0].type.encoding == enc
+    if op.name == "tt.broadcast" or is_elementwise(op):
+        return all(_cheap(x, enc, depth - 1) for x in op.operands)
+    return False
+
+
+def _sink(fn: Function, cvt: Op, consumers: Dict[int, Op], rebuild: _Rebuilder, cheap_only: bool = False) -> None:
     """Move `cvt` (MMA layout -> another layout) past the elementwise ops and reductions that read it;
-    a shared buffer of the result that only `consumers` read as their A operand becomes registers."""
+    a shared buffer of the result that only `consumers` read as their A operand becomes registers.
+    `cheap_only`: only past ops whose other operands are rebuilt without moving a 2-D tile (the sinking is
+    then never worse than the one conversion it replaces)."""
     block = cvt.parent
     work = [cvt]
     while work:
@@ -133,7 +151,8 @@ def _sink(fn: Function, cvt: Op, consumers: Dict[int, Op], rebuild: _Rebuilder) 
         for user, idx in list(uses(block.ops, dst)):
             if user.parent is not block:
                 continue
-            if is_elementwise(user) and user.result.type.shape == src.type.shape:
+            if is_elementwise(user) and user.result.type.shape == src.type.shape and \
+                    (not cheap_only or all(x is dst or _cheap(x, mma) for x in user.operands)):
                 for i, x in enumerate(user.operands):
                     user.operands[i] = src if x is dst else rebuild.get(x, mma, user)
                 old_ty = user.result.type
@@ -172,6 +191,17 @@ def _feeds_only(fn: Function, alloc: Op, consumers: Dict[int, Op], mma: AppleMma
 
 
 def _drop_unused_converts(fn: Function) -> None:
+    """Conversions of conversions convert once, from the first source (or not at all when that already has
+    the layout); conversions nobody reads go."""
+    for op in [o for o in fn.walk() if o.name == "ttg.convert_layout"]:
+        inner = op.operands[0].owner
+        if isinstance(inner, Op) and inner.name == "ttg.convert_layout":
+            first = inner.operands[0]
+            if first.type == op.result.type:
+                for u, i in list(uses(fn.body.entry.ops, op.result)):
+                    u.operands[i] = first
+            else:
+                op.operands[0] = first
     changed = True
     while changed:
         changed = False
@@ -244,4 +274,13 @@ def operands_in_registers(module: Module, chains: Dict[str, List[Tuple[Op, Op]]]
             if len(readers) != 1 or readers[0].name != "ttg.convert_layout":
                 continue
             _sink(fn, readers[0], {id(consumer): consumer}, rebuild)
+        # accumulators leaving their loop (attention's output, a GEMM's C): convert after the epilogue's
+        # elementwise ops, e.g. after the narrowing to the output type, when that moves nothing else
+        for loop in [o for o in fn.walk() if o.name == "scf.for"]:
+            for res in loop.results:
+                if not isinstance(res.type, TensorType) or not isinstance(res.type.encoding, AppleMmaEncoding):
+                    continue
+                readers = [u for u, _ in uses(fn.body.entry.ops, res)]
+                if len(readers) == 1 and readers[0].name == "ttg.convert_layout" and readers[0].parent is loop.parent:
+                    _sink(fn, readers[0], {}, rebuild, cheap_only=True)
         _hoist_invariant_operands(fn)
