@@ -117,7 +117,7 @@ def _python_include_dir() -> str:
     return sysconfig.get_paths(scheme="posix_prefix" if scheme == "posix_local" else scheme)["include"]
 
 
-def _why_no_launcher(error: BaseException) -> str:
+def _why_no_launcher() -> str:
     """What the machine lacks, when the launcher did not compile."""
     from triton import knobs as triton_knobs
     if triton_knobs.build.impl is not None:
@@ -150,7 +150,7 @@ def _compile_launcher():
                                         ccflags=flags)
     except Exception as e:  # noqa: BLE001 (any failure to build or load it is the same problem, said once)
         raise EmulatorError(f"the emulator's launcher {LAUNCHER_SOURCE} could not be compiled ({type(e).__name__}: "
-                            f"{e}): {_why_no_launcher(e)}. Emulator launches need it (a C compiler and "
+                            f"{e}): {_why_no_launcher()}. Emulator launches need it (a C compiler and "
                             "Python's headers, as Triton's own launchers do)") from e
 
 

@@ -115,24 +115,14 @@ def _dot_simdgroup(em: FunctionEmitter, op: Op) -> None:
     af, bf = em.temp("a_frag"), em.temp("b_frag")
     em.emit(f"simdgroup_matrix<{in_t}, 8, 8> {af}[{fm}];")
     em.emit(f"simdgroup_matrix<{in_t}, 8, 8> {bf}[{fn_}];")
-    em.open(f"for (uint {i} = 0; {i} < {fm}; ++{i})")
-    if a_s is None:  # registers: fragment (i, kk) of this simdgroup's rows
-        a = em.get(a_v)
-        base = f"({bt} << {1 + _log2(K // 8) + _log2(fm)}) | ({i} << {1 + _log2(K // 8)}) | ({kk} << 1)"
-        for e in range(2):
-            em.emit(f"{af}[{i}].thread_elements()[{e}] = {in_t}({a.at(f'{base} | {e}')});")
-    else:
-        em.emit(f"simdgroup_load({af}[{i}], {a_s} + {bt} * {M * K} + ({wrow} + 8 * {i}) * {K} + 8 * {kk}, {K});")
-    em.close()
-    em.open(f"for (uint {j} = 0; {j} < {fn_}; ++{j})")
-    if b_s is None:  # registers: fragment (kk, j) of this simdgroup's columns
-        b = em.get(b_v)
-        base = f"({bt} << {1 + _log2(fn_) + _log2(K // 8)}) | ({kk} << {1 + _log2(fn_)}) | ({j} << 1)"
-        for e in range(2):
-            em.emit(f"{bf}[{j}].thread_elements()[{e}] = {in_t}({b.at(f'{base} | {e}')});")
-    else:
-        em.emit(f"simdgroup_load({bf}[{j}], {b_s} + {bt} * {K * N} + 8 * {kk} * {N} + {wcol} + 8 * {j}, {N});")
-    em.close()
+    # fragment i of this K step: from registers (register index: element, then the fragment's column,
+    # then its row, then the batch) or with simdgroup_load from threadgroup memory
+    a_regs = f"({bt} << {1 + _log2(K // 8) + _log2(fm)}) | ({i} << {1 + _log2(K // 8)}) | ({kk} << 1)"
+    a_smem = f"{a_s} + {bt} * {M * K} + ({wrow} + 8 * {i}) * {K} + 8 * {kk}, {K}"
+    _load_fragments(em, af, i, fm, in_t, a_v, a_s is None, a_regs, a_smem)
+    b_regs = f"({bt} << {1 + _log2(fn_) + _log2(K // 8)}) | ({kk} << {1 + _log2(fn_)}) | ({j} << 1)"
+    b_smem = f"{b_s} + {bt} * {K * N} + 8 * {kk} * {N} + {wcol} + 8 * {j}, {N}"
+    _load_fragments(em, bf, j, fn_, in_t, b_v, b_s is None, b_regs, b_smem)
     em.open(f"for (uint {i} = 0; {i} < {fm}; ++{i})")
     em.open(f"for (uint {j} = 0; {j} < {fn_}; ++{j})")
     em.emit(f"simdgroup_multiply_accumulate({acc}[{i} * {fn_} + {j}], {af}[{i}], {bf}[{j}], "
@@ -144,6 +134,18 @@ def _dot_simdgroup(em: FunctionEmitter, op: Op) -> None:
     for e in range(2):
         em.emit(f"{out.name}[{breg} | {frag_reg(f)} | {e}] = {out.ctype}({acc}[{f}].thread_elements()[{e}]);")
     em.close()
+    em.close()
+
+
+def _load_fragments(em: FunctionEmitter, frags: str, idx: str, count: int, in_t: str, v, in_regs: bool,
+                    reg_base: str, smem_args: str) -> None:
+    em.open(f"for (uint {idx} = 0; {idx} < {count}; ++{idx})")
+    if in_regs:
+        regs = em.get(v)
+        for e in range(2):
+            em.emit(f"{frags}[{idx}].thread_elements()[{e}] = {in_t}({regs.at(f'{reg_base} | {e}')});")
+    else:
+        em.emit(f"simdgroup_load({frags}[{idx}], {smem_args});")
     em.close()
 
 
