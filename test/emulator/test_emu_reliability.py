@@ -193,6 +193,14 @@ def test_compile_killed_halfway_leaves_nothing_that_breaks_the_next_one(emu, fre
     proc.kill()
     proc.wait()
     assert temporaries, "the child never started compiling"
+    # The killed child's compiler (clang, its linker) is an orphan that may still write its output temporary;
+    # the next compile removes temporaries of dead writers, so wait until no process writes into the cache.
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+        if str(fresh_cache) not in ps:
+            break
+        time.sleep(0.05)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # an unfinished entry is not damage: no warning
         k = emu.compile_msl(src, "fresh")
