@@ -4,6 +4,7 @@ layout tests do it, which skips upstream's `allocate_shared_memory` pass."""
 import pytest
 import torch
 import triton
+import triton.language as tl
 
 # Two buffers from `ttg.local_alloc` with no `allocation.offset` (nothing placed them), live at the same time,
 # and a layout conversion through threadgroup memory while both are live: all three need bytes of their own.
@@ -101,13 +102,9 @@ module attributes {{"ttg.num-ctas" = 1 : i32, "ttg.num-warps" = 4 : i32, "ttg.th
 """
 
 
-# wrong result until layouts.layout_of gives a #ttg.linear encoding upstream's repeat/broadcast on shapes other
-# than the one its bases span (it takes the bases as they are); the fix is reported to the owner of layouts.py
-_OPEN = pytest.mark.xfail(strict=True, reason="#ttg.linear on another shape: layouts.py (issue 9 report)")
-
-
-@pytest.mark.parametrize("M, N", [(64, 64)] + [pytest.param(m, n, marks=_OPEN)
-                                               for m, n in [(128, 128), (128, 16), (32, 128), (16, 16)]])
+# upstream fits a #ttg.linear encoding to the tensor's shape (copies where the bases reach beyond it, extra
+# registers where they fall short); layouts.linear_encoding_layout does the same (a wrong reduction before)
+@pytest.mark.parametrize("M, N", [(64, 64), (128, 128), (128, 16), (32, 128), (16, 16)])
 def test_linear_layout_on_other_shapes(M, N, tmp_path, device):
     path = tmp_path / "linear_sum.ttgir"
     path.write_text(_LINEAR_REDUCE.format(M=M, N=N))
@@ -116,3 +113,23 @@ def test_linear_layout_on_other_shapes(M, N, tmp_path, device):
     out = torch.full((N, ), -1, dtype=torch.int32, device=device)
     kernel[(1, 1, 1)](x, out)
     assert torch.equal(out.cpu(), x.sum(0, dtype=torch.int32).cpu())
+
+
+@triton.jit
+def _dot_f16_add_kernel(x_ptr, y_ptr, z_ptr, BLOCK: tl.constexpr):
+    r = tl.arange(0, BLOCK)
+    offs = r[:, None] * BLOCK + r[None, :]
+    acc = tl.dot(tl.load(x_ptr + offs), tl.load(y_ptr + offs), out_dtype=tl.float16)
+    tl.store(z_ptr + offs, acc + tl.load(z_ptr + offs))
+
+
+def test_dot_float16_result_plus_matrix(device):
+    # test_core's test_dot[32-32-32, 4 warps, add-matrix, float16 in and out] came out wrong (992 of 1024
+    # elements) at 15e66c3 and until 3885faf; right since 4649d5c (operands kept in registers)
+    g = torch.Generator().manual_seed(17)
+    x = (torch.randn(32, 32, generator=g) * 0.1).half().to(device)
+    y = (torch.randn(32, 32, generator=g) * 0.1).half().to(device)
+    z = (1 + torch.randn(32, 32, generator=g) * 0.1).half().to(device)
+    ref = (x.float() @ y.float() + z.float())
+    _dot_f16_add_kernel[(1, )](x, y, z, BLOCK=32, num_warps=4)
+    torch.testing.assert_close(z.float().cpu(), ref.cpu(), rtol=0.01, atol=0.01)
