@@ -147,3 +147,40 @@ def test_64bit_atomic_max_is_refused_naming_the_family():
     h = torch.zeros(4, dtype=torch.int64)
     with pytest.raises(UnsupportedFeatureError, match=r"64-bit atomic max is not supported on apple7 \(M1\)"):
         rmw64[(1, )](h, torch.ones(4, dtype=torch.int64), torch.zeros(4, dtype=torch.int32), 4, OP="max", BLOCK=4)
+
+
+# What upstream's tensor-descriptor loads become (tutorial 06): the masked load's `other` is an `arith.select`
+# between two constant tiles on a scalar i1 (the descriptor's padding flag); axis analysis once crashed on it.
+_SELECT_OTHER = """
+#blk = #ttg.blocked<{sizePerThread = [4], threadsPerWarp = [32], warpsPerCTA = [1], order = [0]}>
+module attributes {"ttg.num-ctas" = 1 : i32, "ttg.num-warps" = 1 : i32, "ttg.threads-per-warp" = 32 : i32} {
+  tt.func public @select_other(%x: !tt.ptr<f32>, %o: !tt.ptr<f32>, %n: i32, %pad: i1) {
+    %nan = arith.constant dense<0x7FC00000> : tensor<128xf32, #blk>
+    %zero = arith.constant dense<0.000000e+00> : tensor<128xf32, #blk>
+    %other = arith.select %pad, %nan, %zero : tensor<128xf32, #blk>
+    %r = tt.make_range {end = 128 : i32, start = 0 : i32} : tensor<128xi32, #blk>
+    %ns = tt.splat %n : i32 -> tensor<128xi32, #blk>
+    %m = arith.cmpi slt, %r, %ns : tensor<128xi32, #blk>
+    %xs = tt.splat %x : !tt.ptr<f32> -> tensor<128x!tt.ptr<f32>, #blk>
+    %xp = tt.addptr %xs, %r : tensor<128x!tt.ptr<f32>, #blk>, tensor<128xi32, #blk>
+    %v = tt.load %xp, %m, %other : tensor<128x!tt.ptr<f32>, #blk>
+    %os = tt.splat %o : !tt.ptr<f32> -> tensor<128x!tt.ptr<f32>, #blk>
+    %op = tt.addptr %os, %r : tensor<128x!tt.ptr<f32>, #blk>, tensor<128xi32, #blk>
+    tt.store %op, %v : tensor<128x!tt.ptr<f32>, #blk>
+    tt.return
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("pad", [0, 1])
+def test_masked_load_whose_other_selects_on_a_scalar(pad, tmp_path, device):
+    path = tmp_path / "select_other.ttgir"
+    path.write_text(_SELECT_OTHER)
+    kernel = triton.compile(str(path))
+    x = torch.randn(128)
+    out = torch.empty(128, device=device)
+    kernel[(1, 1, 1)](x.to(device), out, 100, pad)
+    ref = x.clone()
+    ref[100:] = float("nan") if pad else 0.0
+    torch.testing.assert_close(out.cpu(), ref, equal_nan=True)

@@ -235,10 +235,11 @@ class AxisInfoAnalysis:
             return
         if name in ("arith.cmpi", "arith.andi", "arith.ori", "arith.select", "arith.extsi", "arith.extui",
                     "arith.trunci"):
-            infos = [self.get(v) for v in op.operands]
+            # a scalar operand (the i1 condition of `arith.select` on tensors) is the same for every element
+            infos = [self.get(v) for v in op.operands if isinstance(v.type, TensorType)]
             const = [math.gcd(*(i.constancy[d] for i in infos)) if len(infos) > 1 else infos[0].constancy[d]
                      for d in range(rank)]
-            if name == "arith.cmpi" and op.attrs.get("predicate") in ("slt", "ult", "sle", "ule", "sgt", "sge",
+            if name == "arith.cmpi" and len(infos) == 2 and op.attrs.get("predicate") in ("slt", "ult", "sle", "ule", "sgt", "sge",
                                                                        "ugt", "uge"):
                 # `range < n`: constant over aligned runs where the range is contiguous and n's divisibility
                 # keeps the boundary at a run edge
