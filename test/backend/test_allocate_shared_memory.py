@@ -65,3 +65,16 @@ def test_placement_kept_when_packing_does_not_help():
     before = dict(_offsets(m))
     assert allocate_shared_memory(m) == 6144  # already packed: nothing to gain, nothing moves
     assert _offsets(m) == before
+
+
+def test_upstream_placement_that_overlaps_under_our_liveness_is_replaced():
+    """Upstream put %c over %b, right for its liveness; here %b is read after %c is filled (as when a dot reads its
+    operand's buffer in place instead of upstream's early local_load). Packing needs as much as upstream claims,
+    but upstream's placement would let %c overwrite %b: ours is used."""
+    ir = IR.replace("ttg.shared = 12288", "ttg.shared = 6144").replace(
+        "allocation.offset = 4096 : i32", "allocation.offset = 0 : i32").replace(
+        "allocation.offset = 8192 : i32", "allocation.offset = 0 : i32")
+    m = parse_module(ir)
+    assert allocate_shared_memory(m) == 6144
+    off = _offsets(m)
+    assert not (off["b"] < off["c"] + 2048 and off["c"] < off["b"] + 4096)  # %b and %c are disjoint

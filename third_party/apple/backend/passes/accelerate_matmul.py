@@ -220,7 +220,8 @@ def accelerate_matmul(module: Module) -> int:
             if mma is not None:
                 encs[id(op)] = mma
                 _rewrite(fn, op, mma)
-                _read_operands_from_shared(fn, op)
+                if len(module.functions) == 1:  # only there are buffers placed again for the longer liveness
+                    _read_operands_from_shared(fn, op)
                 count += 1
         chains[fn.name] = [(p, c) for p, c in pairs if id(p) in encs and id(c) in encs]
     operands_in_registers(module, chains)

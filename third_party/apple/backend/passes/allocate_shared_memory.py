@@ -11,8 +11,10 @@ This pass first moves each buffer made from a register value down to right befor
 packs the same intervals again: buffers live over `analysis.buffer_liveness` ranges, scratch for
 the one op that uses it, and two of them may share bytes only when they are never live at once. Largest
 first, each at the lowest 16-byte aligned offset free for its whole range. Where that would need more than
-upstream's placement (greedy packing is not optimal), upstream's placement stays. Modules with calls keep
-upstream's placement too: a callee's buffers are placed relative to its call site.
+upstream's placement (greedy packing is not optimal) and upstream's placement still keeps apart what is live
+at once under our liveness, upstream's placement stays; otherwise ours is used even when it is larger.
+Modules with calls keep upstream's placement (a callee's buffers are placed relative to its call site), so
+`accelerate_matmul` does not extend a buffer's liveness there.
 """
 from __future__ import annotations
 
@@ -75,13 +77,29 @@ def allocate_shared_memory(module: Module) -> int:
         placed.append((offset, size, start, end))
         offsets[id(op)] = (op, offset)
     total = max((off + sz for off, sz, _, _ in placed), default=0)
-    upstream_placed = all("allocation.offset" in op.attrs for op, _ in offsets.values())
-    if upstream_placed and total >= upstream_total:
+    if total >= upstream_total and _upstream_placement_holds(items):
         return upstream_total
     for op, offset in offsets.values():
         op.attrs["allocation.offset"] = offset
     module.attrs["ttg.shared"] = total
     return total
+
+
+def _upstream_placement_holds(items: List[Tuple[int, int, int, Op]]) -> bool:
+    """Whether upstream's offsets still keep apart everything that is live at once. Upstream placed them for
+    its own liveness; ours differs (a dot reading its operand's buffer in place keeps the buffer live up to
+    the dot, where upstream's `local_load` ended it), so its placement can overlap a live buffer with another
+    op's scratch."""
+    spans = []
+    for size, start, end, op in items:
+        if "allocation.offset" not in op.attrs:
+            return False
+        spans.append((int(op.attrs["allocation.offset"]), size, start, end))
+    for i, (o1, n1, s1, e1) in enumerate(spans):
+        for o2, n2, s2, e2 in spans[i + 1:]:
+            if s1 <= e2 and s2 <= e1 and o1 < o2 + n2 and o2 < o1 + n1:
+                return False
+    return True
 
 
 def _place_unallocated(module: Module, ops: List[Op], upstream_total: int) -> int:
