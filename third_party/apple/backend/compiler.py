@@ -15,7 +15,7 @@ from triton._C.libtriton import ir, passes
 from triton.backends.compiler import BaseBackend, GPUTarget, Language
 
 from . import knobs
-from .errors import UnsupportedFeatureError
+from .errors import InvalidOptionError, UnsupportedFeatureError
 from .host import default_family
 from .target import DEFAULT_FAMILY, FAMILIES, MAX_WARPS, SIMD_WIDTH
 
@@ -60,7 +60,7 @@ class AppleOptions:
     def __post_init__(self):
         nw = self.num_warps
         if not (isinstance(nw, int) and 1 <= nw <= MAX_WARPS and nw & (nw - 1) == 0):
-            raise UnsupportedFeatureError(f"apple backend: num_warps must be a power of 2 in [1, {MAX_WARPS}] "
+            raise InvalidOptionError(f"apple backend: num_warps must be a power of 2 in [1, {MAX_WARPS}] "
                                           f"(a threadgroup holds at most {MAX_WARPS} simdgroups), got {nw!r}")
         if self.num_ctas != 1:
             raise UnsupportedFeatureError(f"apple backend: num_ctas={self.num_ctas} is not supported; Metal has "

@@ -26,6 +26,11 @@ class UnsupportedFeatureError(AppleCompilationError):
     """The kernel uses an op, type or option that the apple backend (or Apple hardware) does not support."""
 
 
+class InvalidOptionError(UnsupportedFeatureError, AssertionError):
+    """A compile option outside what Apple GPUs allow (e.g. `num_warps` that is not a power of two). Also an
+    `AssertionError`, the type upstream's backends raise for the same options (they assert on them)."""
+
+
 class InternalCompilerError(AppleCompilationError):
     """The lowering reached a state it should never reach: a bug in the backend, not in the kernel."""
 
