@@ -41,6 +41,7 @@ import triton
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import apple_chips  # noqa: E402
+from report_table import table  # noqa: E402
 import tutorial_kernels as tk  # noqa: E402
 
 SIZES = {
@@ -92,13 +93,6 @@ class Timer:
 def num(x: float) -> str:
     """3 significant digits: GPU TFLOP/s and emulator MFLOP/s alike stay readable."""
     return f"{x:.3g}"
-
-
-def table(head: List[str], rows: List[List[str]]) -> str:
-    widths = [max(len(str(r[i])) for r in rows + [head]) for i in range(len(head))]
-    fmt = "| " + " | ".join(f"{{:<{w}}}" for w in widths) + " |"
-    return "\n".join([fmt.format(*head), "|" + "|".join("-" * (w + 2) for w in widths) + "|"] +
-                     [fmt.format(*map(str, r)) for r in rows])
 
 
 def checked(launch: tk.Launch, failures: List[str], what: str) -> str:

@@ -34,6 +34,8 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from report_table import table  # noqa: E402
 
 
 EMULATOR_PATHS = ("third_party/apple/include", "third_party/apple/lib", "third_party/apple/backend/emulator")
@@ -219,12 +221,7 @@ def main(argv=None) -> int:
         row.append(f"{e['flops'] / e['best'] / 1e9:.2f}" if e.get("flops") else "-")
         row.append(f"{check(e)} / {check(i)}")
         rows.append(row)
-    widths = [max(len(str(r[k])) for r in rows + [head]) for k in range(len(head))]
-    fmt = "| " + " | ".join(f"{{:<{w}}}" for w in widths) + " |"
-    print(fmt.format(*head))
-    print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
-    for r in rows:
-        print(fmt.format(*r))
+    print(table(head, rows))
     for name in names:
         for side, r in (("emulator", emu[name]), ("interpreter", interp[name])):
             if "error" in r:
@@ -247,12 +244,7 @@ def main(argv=None) -> int:
             failures += (not ok_e) + (not ok_b)
             row.append(f"{'ok' if ok_e else 'FAIL'} / {'ok' if ok_b else 'FAIL'}")
             rows.append(row)
-        widths = [max(len(str(r[k])) for r in rows + [head]) for k in range(len(head))]
-        fmt = "| " + " | ".join(f"{{:<{w}}}" for w in widths) + " |"
-        print(fmt.format(*head))
-        print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
-        for r in rows:
-            print(fmt.format(*r))
+        print(table(head, rows))
     if opts.json:
         Path(opts.json).write_text(json.dumps({"emulator": emu, "interpreter": interp, "baseline": base,
                                                "baseline_commit": commit}, indent=1))

@@ -44,6 +44,7 @@ from triton.compiler import ASTSource, make_backend  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import mma_kernels as mk  # noqa: E402
+from report_table import table  # noqa: E402
 
 TARGET = GPUTarget("metal", "apple7", 32)
 ELEM_BYTES = {"bool": 1, "char": 1, "uchar": 1, "short": 2, "ushort": 2, "half": 2, "bfloat": 2, "int": 4,
@@ -379,12 +380,7 @@ def main(argv=None) -> int:
                            f"{d.a_type}->{d.acc_type} [{d.a_layout} x {d.b_layout}] -> {path}")
     head = ("kernel", "dots on MMA", "MMA FLOP share", "smem bytes", "global loads: widest, scalar ops",
             "global stores: widest, scalar ops", "smem converts: in loop / all", "emulator vs torch: max err/(1+|ref|)")
-    widths = [max(len(str(r[i])) for r in rows + [head]) for i in range(len(head))]
-    fmt = "| " + " | ".join(f"{{:<{w}}}" for w in widths) + " |"
-    print(fmt.format(*head))
-    print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
-    for r in rows:
-        print(fmt.format(*r))
+    print(table(head, rows))
     print("\n" + "\n".join(details))
     return 1 if failures else 0
 
