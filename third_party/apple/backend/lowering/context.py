@@ -15,7 +15,7 @@ from ..layouts import LayoutService
 from ..target import MAX_THREADGROUP_MEMORY, SIMD_WIDTH
 from . import soft_f64
 from .msl_helpers import helper_text, shuffle_helper
-from .msl_types import elem_bytes
+from .msl_types import buffer_bytes
 from .registry import Lowering
 
 F64 = ScalarType("f64")
@@ -125,7 +125,7 @@ class KernelContext:
         """(offset, bytes) of the explicit buffers live at `op`, by offset; every buffer when `op`'s position
         is unknown."""
         if self._live is None:
-            self._live = [(r.start, r.end, int(r.alloc.attrs.get("allocation.offset", 0)), _alloc_bytes(r.alloc))
+            self._live = [(r.start, r.end, int(r.alloc.attrs.get("allocation.offset", 0)), buffer_bytes(r.alloc))
                           for r in buffer_live_ranges(self.module)]
         pos = self._position.get(id(op))
         return sorted((o, n) for start, end, o, n in self._live if pos is None or start <= pos <= end)
@@ -175,9 +175,4 @@ class KernelContext:
             return
         if any(v.type.scalar == F64 for v in list(op.results) + list(op.operands)):
             self.require("tt_f64_core")
-
-
-def _alloc_bytes(alloc: Op) -> int:
-    ty = alloc.result.type
-    return ty.numel * elem_bytes(ty.element)
 

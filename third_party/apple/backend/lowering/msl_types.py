@@ -65,6 +65,12 @@ def elem_bytes(ty: Type) -> int:
     return SCALARS[ty.name].nbytes if ty.name in SCALARS else max(1, ty.bitwidth // 8)
 
 
+def buffer_bytes(alloc) -> int:
+    """Bytes of the threadgroup-memory buffer a `ttg.local_alloc` makes (stored row-major, unpadded)."""
+    ty = alloc.result.type
+    return ty.numel * elem_bytes(ty.element)
+
+
 _MSL_SIZES = {row.msl: row.nbytes for row in SCALARS.values()}
 
 

@@ -22,14 +22,10 @@ from typing import List, Tuple
 
 from ..analysis.buffer_liveness import buffer_live_ranges, op_positions
 from ..ir import Module, Op
-from ..lowering.msl_types import elem_bytes
+from ..lowering.msl_types import buffer_bytes
 
 _ALIGN = 16
 
-
-def _buffer_bytes(alloc: Op) -> int:
-    ty = alloc.result.type
-    return ty.numel * elem_bytes(ty.element)
 
 
 def _fill_late(fn) -> None:
@@ -61,7 +57,7 @@ def allocate_shared_memory(module: Module) -> int:
     pos = op_positions(module)
     items: List[Tuple[int, int, int, Op]] = []  # (size, start, end, op)
     for rng in buffer_live_ranges(module):
-        items.append((_buffer_bytes(rng.alloc), rng.start, rng.end, rng.alloc))
+        items.append((buffer_bytes(rng.alloc), rng.start, rng.end, rng.alloc))
     for o in ops:
         if o.name != "ttg.local_alloc" and "allocation.offset" in o.attrs and "allocation.size" in o.attrs:
             items.append((int(o.attrs["allocation.size"]), pos[id(o)], pos[id(o)], o))
@@ -110,7 +106,7 @@ def _place_unallocated(module: Module, ops: List[Op], upstream_total: int) -> in
         if o.name == "ttg.local_alloc" and "allocation.offset" not in o.attrs:
             end = (end + _ALIGN - 1) // _ALIGN * _ALIGN
             o.attrs["allocation.offset"] = end
-            end += _buffer_bytes(o)
+            end += buffer_bytes(o)
     if end != upstream_total:
         module.attrs["ttg.shared"] = end
     return end
