@@ -71,7 +71,7 @@ def test_local_alloc_without_allocation_offset(tmp_path, device):
 # 32x128 read threadgroup memory out of bounds.
 _LINEAR_REDUCE = """
 #blk = #ttg.blocked<{{sizePerThread = [1, 1], threadsPerWarp = [32, 1], warpsPerCTA = [4, 1], order = [0, 1]}}>
-#lin = #ttg.linear<{{register = [[0, 16], [1, 0], [2, 0], [4, 0], [8, 0], [16, 0]], lane = [[0, 0], [0, 1], [0, 2], [0, 4], [0, 8]], warp = [[32, 0], [0, 32]], block = []}}>
+#lin = {LAYOUT}
 module attributes {{"ttg.num-ctas" = 1 : i32, "ttg.num-warps" = 4 : i32, "ttg.threads-per-warp" = 32 : i32}} {{
   tt.func public @linear_sum(%x: !tt.ptr<i32>, %o: !tt.ptr<i32>) {{
     %cN = arith.constant dense<{N}> : tensor<{M}x1xi32, #blk>
@@ -104,10 +104,14 @@ module attributes {{"ttg.num-ctas" = 1 : i32, "ttg.num-warps" = 4 : i32, "ttg.th
 
 # upstream fits a #ttg.linear encoding to the tensor's shape (copies where the bases reach beyond it, extra
 # registers where they fall short); layouts.linear_encoding_layout does the same (a wrong reduction before)
+_LINEAR_64x64 = ("#ttg.linear<{register = [[0, 16], [1, 0], [2, 0], [4, 0], [8, 0], [16, 0]], lane = [[0, 0], "
+                 "[0, 1], [0, 2], [0, 4], [0, 8]], warp = [[32, 0], [0, 32]], block = []}>")
+
+
 @pytest.mark.parametrize("M, N", [(64, 64), (128, 128), (128, 16), (32, 128), (16, 16)])
 def test_linear_layout_on_other_shapes(M, N, tmp_path, device):
     path = tmp_path / "linear_sum.ttgir"
-    path.write_text(_LINEAR_REDUCE.format(M=M, N=N))
+    path.write_text(_LINEAR_REDUCE.format(M=M, N=N, LAYOUT=_LINEAR_64x64))
     kernel = triton.compile(str(path))
     x = (torch.arange(M * N, dtype=torch.int32, device=device).reshape(M, N) * 37) % 101 - 50
     out = torch.full((N, ), -1, dtype=torch.int32, device=device)
@@ -133,3 +137,86 @@ def test_dot_float16_result_plus_matrix(device):
     ref = (x.float() @ y.float() + z.float())
     _dot_f16_add_kernel[(1, )](x, y, z, BLOCK=32, num_warps=4)
     torch.testing.assert_close(z.float().cpu(), ref.cpu(), rtol=0.01, atol=0.01)
+
+
+# Other vendors' matrix-unit layouts in hand-written TTGIR (test_core's layout tests use them for conversions,
+# reductions and scans): register distributions like any other, their linear layouts from libtriton. Refused
+# before; the 64x64 sum runs the reduction across lanes, warps and registers of each.
+_MMA_V2 = "#ttg.nvidia_mma<{versionMajor = 2, versionMinor = 0, warpsPerCTA = [2, 2], instrShape = [16, 8]}>"
+_VENDOR_LAYOUTS = {
+    "nvidia_mma_v2": _MMA_V2,
+    "nvidia_mma_v3": "#ttg.nvidia_mma<{versionMajor = 3, versionMinor = 0, warpsPerCTA = [4, 1], instrShape = [16, 32, 16]}>",
+    "dot_op_of_mma_v2": "#ttg.dot_op<{opIdx = 0, parent = " + _MMA_V2 + ", kWidth = 2}>",
+    "amd_wmma": "#ttg.amd_wmma<{version = 2, isTranspose = false, ctaLayout = {warp = [[0, 1], [1, 0]]}}>",
+}
+
+
+@pytest.mark.parametrize("M, N", [(64, 64), (128, 16), (16, 128)])
+@pytest.mark.parametrize("layout", sorted(_VENDOR_LAYOUTS))
+def test_vendor_mma_layouts_as_distributions(layout, M, N, tmp_path, device):
+    path = tmp_path / "vendor_sum.ttgir"
+    path.write_text(_LINEAR_REDUCE.format(M=M, N=N, LAYOUT=_VENDOR_LAYOUTS[layout]))
+    kernel = triton.compile(str(path))
+    x = (torch.arange(M * N, dtype=torch.int32, device=device).reshape(M, N) * 37) % 101 - 50
+    out = torch.full((N, ), -1, dtype=torch.int32, device=device)
+    kernel[(1, 1, 1)](x, out)
+    assert torch.equal(out.cpu(), x.sum(0, dtype=torch.int32).cpu())
+
+
+# A `tt.dot` on NVIDIA's mma layout and its operand layouts, as Gluon's mma_v2 or a hand-written test writes it:
+# the backend moves it onto simdgroup_matrix with conversions at its edges.
+_NVIDIA_MMA_DOT = """
+#blk = #ttg.blocked<{sizePerThread = [1, 4], threadsPerWarp = [4, 8], warpsPerCTA = [4, 1], order = [1, 0]}>
+#mma = #ttg.nvidia_mma<{versionMajor = 2, versionMinor = 0, warpsPerCTA = [2, 2], instrShape = [16, 8]}>
+#opa = #ttg.dot_op<{opIdx = 0, parent = #mma, kWidth = 2}>
+#opb = #ttg.dot_op<{opIdx = 1, parent = #mma, kWidth = 2}>
+module attributes {"ttg.num-ctas" = 1 : i32, "ttg.num-warps" = 4 : i32, "ttg.threads-per-warp" = 32 : i32} {
+  tt.func public @mma_dot(%x: !tt.ptr<f16>, %y: !tt.ptr<f16>, %o: !tt.ptr<f32>) {
+    %c32 = arith.constant dense<32> : tensor<32x1xi32, #blk>
+    %z = arith.constant dense<1.0> : tensor<32x32xf32, #mma>
+    %r = tt.make_range {end = 32 : i32, start = 0 : i32} : tensor<32xi32, #ttg.slice<{dim = 1, parent = #blk}>>
+    %c = tt.make_range {end = 32 : i32, start = 0 : i32} : tensor<32xi32, #ttg.slice<{dim = 0, parent = #blk}>>
+    %r2 = tt.expand_dims %r {axis = 1 : i32} : tensor<32xi32, #ttg.slice<{dim = 1, parent = #blk}>> -> tensor<32x1xi32, #blk>
+    %rs = arith.muli %r2, %c32 : tensor<32x1xi32, #blk>
+    %c2 = tt.expand_dims %c {axis = 0 : i32} : tensor<32xi32, #ttg.slice<{dim = 0, parent = #blk}>> -> tensor<1x32xi32, #blk>
+    %rb = tt.broadcast %rs : tensor<32x1xi32, #blk> -> tensor<32x32xi32, #blk>
+    %cb = tt.broadcast %c2 : tensor<1x32xi32, #blk> -> tensor<32x32xi32, #blk>
+    %off = arith.addi %rb, %cb : tensor<32x32xi32, #blk>
+    %xs = tt.splat %x : !tt.ptr<f16> -> tensor<32x32x!tt.ptr<f16>, #blk>
+    %xp = tt.addptr %xs, %off : tensor<32x32x!tt.ptr<f16>, #blk>, tensor<32x32xi32, #blk>
+    %xv = tt.load %xp : tensor<32x32x!tt.ptr<f16>, #blk>
+    %ys = tt.splat %y : !tt.ptr<f16> -> tensor<32x32x!tt.ptr<f16>, #blk>
+    %yp = tt.addptr %ys, %off : tensor<32x32x!tt.ptr<f16>, #blk>, tensor<32x32xi32, #blk>
+    %yv = tt.load %yp : tensor<32x32x!tt.ptr<f16>, #blk>
+    %a = ttg.convert_layout %xv : tensor<32x32xf16, #blk> -> tensor<32x32xf16, #opa>
+    %b = ttg.convert_layout %yv : tensor<32x32xf16, #blk> -> tensor<32x32xf16, #opb>
+    %d = tt.dot %a, %b, %z : tensor<32x32xf16, #opa> * tensor<32x32xf16, #opb> -> tensor<32x32xf32, #mma>
+    %db = ttg.convert_layout %d : tensor<32x32xf32, #mma> -> tensor<32x32xf32, #blk>
+    %os = tt.splat %o : !tt.ptr<f32> -> tensor<32x32x!tt.ptr<f32>, #blk>
+    %op = tt.addptr %os, %off : tensor<32x32x!tt.ptr<f32>, #blk>, tensor<32x32xi32, #blk>
+    tt.store %op, %db : tensor<32x32x!tt.ptr<f32>, #blk>
+    tt.return
+  }
+}
+"""
+
+
+def test_dot_on_nvidia_mma_layouts(tmp_path, device):
+    path = tmp_path / "mma_dot.ttgir"
+    path.write_text(_NVIDIA_MMA_DOT)
+    kernel = triton.compile(str(path))
+    g = torch.Generator().manual_seed(3)
+    x = (torch.randn(32, 32, generator=g) * 0.5).half().to(device)
+    y = (torch.randn(32, 32, generator=g) * 0.5).half().to(device)
+    out = torch.zeros(32, 32, device=device)
+    kernel[(1, 1, 1)](x, y, out)
+    torch.testing.assert_close(out.cpu(), (x.float() @ y.float() + 1).cpu(), rtol=1e-3, atol=1e-3)
+
+
+def test_layout_the_verifier_refuses_is_named():
+    # AMD's mfma layouts need 64-lane wavefronts; Apple simdgroups have 32 lanes
+    from triton.backends.apple.layouts import from_libtriton
+    from triton.backends.apple.ir.types import OpaqueEncoding
+    mfma = "#ttg.amd_mfma<{version = 3, warpsPerCTA = [2, 2], instrShape = [32, 32, 8], isTransposed = false}>"
+    with pytest.raises(NotImplementedError, match=r"layout #ttg\.amd_mfma.* over 64 lanes .* 4 simdgroups of 32 lanes"):
+        from_libtriton(OpaqueEncoding(mfma), (64, 64), 4)

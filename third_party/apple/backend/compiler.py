@@ -213,7 +213,6 @@ class AppleBackend(BaseBackend):
 
     @staticmethod
     def gluon_to_ttgir(mod, metadata, opt: AppleOptions):
-        _refuse_vendor_mma_layouts(mod.str())
         return _run_passes(mod, "gluon_to_ttgir", [
             passes.gluon.add_inliner, passes.gluon.add_infer_coalesced_encodings,
             passes.gluon.add_resolve_auto_encodings, passes.gluon.add_canonicalizer, passes.common.add_sccp,
@@ -238,25 +237,6 @@ def _refuse_float64_arguments(ttir: str) -> None:
             f"apple backend: kernel '{head.group(1)}' argument '{arg}' is a float64 tensor: float64 tensors are "
             f"not supported with allow_fp64_demotion=True, which computes float64 in float32. Pass `{arg}` as a "
             "float32 tensor, or drop the option to compute in software float64")
-
-
-_VENDOR_MMA = re.compile(r"#ttg\.(nvidia_mma|amd_mfma|amd_wmma)<[^>]*>")
-
-
-def _refuse_vendor_mma_layouts(glir: str) -> None:
-    """A Gluon kernel written for another vendor's matrix units, refused before any pass runs. Apple's
-    simdgroup_matrix layout cannot be named from Gluon: it exists only in our IR (upstream's verifier cannot
-    hold it), where the backend puts Triton's `tl.dot` onto it."""
-    found = _VENDOR_MMA.search(glir)
-    if found is None:
-        return
-    head = _KERNEL_HEAD.search(glir)
-    kernel = f"kernel '{head.group(1)}'" if head else "this kernel"
-    raise UnsupportedFeatureError(
-        f"apple backend: {kernel} uses the layout {found.group(0)}, made for another vendor's matrix units; "
-        "Apple GPUs have no such layout and Gluon cannot name Apple's simdgroup_matrix one. Use gl.dot_fma on "
-        "DotOperandLayouts of a BlockedLayout, or write the product in a Triton kernel with tl.dot, which the "
-        "backend maps onto simdgroup_matrix")
 
 
 def _run_passes(mod, name: str, adders) -> Any:

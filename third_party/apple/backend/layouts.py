@@ -12,11 +12,15 @@ aborts the process on a non-power-of-two shape.
 from __future__ import annotations
 
 import functools
+import os
+import re
+import tempfile
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from .ir.types import (AppleMmaEncoding, BlockedEncoding, DotOperandEncoding, Encoding, LinearEncoding, SliceEncoding,
-                       TensorType)
+from .target import SIMD_WIDTH
+from .ir.types import (AppleMmaEncoding, BlockedEncoding, DotOperandEncoding, Encoding, LinearEncoding,
+                       OpaqueEncoding, SliceEncoding, TensorType)
 
 Coord = Tuple[int, ...]
 
@@ -171,7 +175,7 @@ def layout_of(enc: Encoding, shape: Tuple[int, ...], num_warps: int) -> LinearLa
         return mma_operand_layout(enc, tuple(shape), num_warps)
     if isinstance(enc, AppleMmaEncoding):
         return mma_layout(enc, tuple(shape), num_warps)
-    return from_libtriton(enc, tuple(shape))
+    return from_libtriton(enc, tuple(shape), num_warps)
 
 
 def linear_encoding_layout(enc: LinearEncoding, shape: Tuple[int, ...]) -> LinearLayout:
@@ -310,8 +314,9 @@ def _parent_result_shape(shape: Tuple[int, ...], op_idx: int) -> List[int]:
     return out
 
 
-def from_libtriton(enc: Encoding, shape: Tuple[int, ...]) -> LinearLayout:
-    """Ask libtriton for the linear layout of an upstream encoding we do not model ourselves.
+def from_libtriton(enc: Encoding, shape: Tuple[int, ...], num_warps: Optional[int] = None) -> LinearLayout:
+    """Ask libtriton for the linear layout of an upstream encoding we do not model ourselves, in a kernel of
+    `num_warps` simdgroups (any number if not given).
     (libtriton aborts the process on non-power-of-two shapes, hence the check first.)"""
     for n in shape:
         _log2(n)
@@ -319,26 +324,62 @@ def from_libtriton(enc: Encoding, shape: Tuple[int, ...]) -> LinearLayout:
     ctx = ir.context()
     ir.load_dialects(ctx)
     builder = gluon_ir.GluonOpBuilder(ctx)
-    attr = _attr(builder, enc, shape)
+    attr = _attr(builder, ctx, enc, shape, num_warps or 4)
     ll = builder.to_linear_layout(attr, list(shape))
+    if len(ll.lane_bases) != _log2(SIMD_WIDTH) or (num_warps and len(ll.warp_bases) != _log2(num_warps)):
+        raise NotImplementedError(f"the layout {enc} spreads a tensor over {1 << len(ll.lane_bases)} lanes and "
+                                  f"{1 << len(ll.warp_bases)} warps; this kernel has {num_warps} simdgroups of "
+                                  f"{SIMD_WIDTH} lanes")
     return LinearLayout(tuple(shape), tuple(tuple(b) for b in ll.reg_bases), tuple(tuple(b) for b in ll.lane_bases),
                         tuple(tuple(b) for b in ll.warp_bases))
 
 
-def _attr(builder, enc: Encoding, shape: Tuple[int, ...]):
+def _attr(builder, ctx, enc: Encoding, shape: Tuple[int, ...], num_warps: int):
     if isinstance(enc, BlockedEncoding):
         return builder.get_blocked_layout(list(enc.size_per_thread), list(enc.threads_per_warp),
                                           list(enc.warps_per_cta), list(enc.order), [])
     if isinstance(enc, SliceEncoding):
         parent_shape = list(shape)
         parent_shape.insert(enc.dim, 1)
-        return builder.get_slice_layout(enc.dim, _attr(builder, enc.parent, tuple(parent_shape)))
+        return builder.get_slice_layout(enc.dim, _attr(builder, ctx, enc.parent, tuple(parent_shape), num_warps))
     if isinstance(enc, LinearEncoding):
         return builder.get_distributed_linear_layout([list(b) for b in enc.register], [list(b) for b in enc.lane],
                                                      [list(b) for b in enc.warp], [], list(shape))
     if isinstance(enc, DotOperandEncoding):
-        return builder.get_dot_operand_layout(enc.op_idx, _attr(builder, enc.parent, shape), enc.k_width)
+        return builder.get_dot_operand_layout(enc.op_idx, _attr(builder, ctx, enc.parent, shape, num_warps), enc.k_width)
+    if isinstance(enc, OpaqueEncoding) and _VENDOR_DISTRIBUTED.fullmatch(enc.raw):
+        return _vendor_attr(builder, ctx, enc.raw, shape, num_warps)
     raise NotImplementedError(f"no linear layout for encoding {enc}")
+
+
+# Other vendors' register layouts for their matrix units. On Apple GPUs they are only distributions of a tensor
+# over lanes and registers like any other (data movement, reductions, elementwise ops all work from the linear
+# layout), and a `tt.dot` producing one is moved onto simdgroup_matrix like any other. AMD's `amd_mfma` spreads
+# over 64-lane wavefronts, which `from_libtriton` refuses: a simdgroup has 32 lanes.
+_VENDOR_DISTRIBUTED = re.compile(r"#ttg\.(nvidia_mma|amd_wmma|amd_mfma)<.*>", re.S)
+
+
+def _vendor_attr(builder, ctx, text: str, shape: Tuple[int, ...], num_warps: int):
+    """The libtriton attribute of a vendor encoding spelled `text`. Gluon's builder makes these only from
+    per-vendor parameter lists, so the spelling is parsed by MLIR itself: as the layout of the argument of a stub
+    function, read back as Gluon's layout object, which builds the attribute."""
+    from triton._C.libtriton import ir
+    dims = "x".join(str(n) for n in shape)
+    stub = (f'#enc = {text}\n'
+            f'module attributes {{"ttg.num-ctas" = 1 : i32, "ttg.num-warps" = {num_warps} : i32, '
+            f'"ttg.threads-per-warp" = 32 : i32}} {{\n'
+            f'  tt.func @layout_stub(%x: tensor<{dims}xi32, #enc>) {{\n    tt.return\n  }}\n}}\n')
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "layout.ttgir")
+        with open(path, "w") as f:
+            f.write(stub)
+        try:
+            mod = ir.parse_mlir_module(path, ctx)
+        except RuntimeError:
+            raise NotImplementedError(f"Triton's verifier refuses the layout {text} in a module of "
+                                      f"{num_warps} warps of 32 lanes") from None
+    value = mod.get_function("layout_stub").args(0)
+    return builder.get_gluon_layout_from_tensor(value)._to_ir(builder)
 
 
 # ------------------------------------------------------------------------------------------------
