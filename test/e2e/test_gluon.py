@@ -3,7 +3,6 @@ stage, run on the emulator (or a Mac's GPU) against torch: elementwise on a bloc
 a slice layout, a layout conversion, and `dot_fma` on dot-operand layouts of a blocked parent. Apple's
 simdgroup_matrix layout is ours only (upstream's verifier cannot hold it), so Gluon cannot name it; NVIDIA's
 MMA layouts are refused with a message saying what to use instead."""
-import pytest
 import torch
 
 import triton
