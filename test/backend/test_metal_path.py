@@ -252,3 +252,26 @@ def test_standin_dispatch_errors(mps):
         fill(out, 1.0, 2, threads=[8], group_size=[3])
     with pytest.raises(RuntimeError, match="kernel 'nope'"):
         torch.mps.compile_shader(FILL).nope
+
+
+@triton.jit
+def four_descriptors_kernel(a_desc, b_desc, c_desc, out_desc, alpha, BM: tl.constexpr, BN: tl.constexpr):
+    m = tl.program_id(0) * BM
+    n = tl.program_id(1) * BN
+    out_desc.store([m, n], a_desc.load([m, n]) * alpha + b_desc.load([m, n]) - c_desc.load([m, n]))
+
+
+def test_host_descriptors_with_packed_scalars(mps):
+    # 41 kernel arguments: the four base pointers bind as tensors, the 37 scalars as one tensor of words
+    from triton.tools.tensor_descriptor import TensorDescriptor
+    a, b, c = (torch.randn(32, 48) for _ in range(3))
+    out = torch.zeros(32, 48)
+    descs = [TensorDescriptor.from_tensor(t, [16, 16]) for t in (a, b, c, out)]
+    four_descriptors_kernel[(2, 3)](*descs, 0.5, BM=16, BN=16)
+    torch.testing.assert_close(out, a * 0.5 + b - c)
+    d = mps.dispatches[-1]
+    assert len(d.args) == 5 and all(x is t for x, t in zip(d.args[:4], (a, b, c, out)))
+    words = d.args[4]
+    assert words.dtype == torch.int32 and words.numel() == 4 * 16 + 1  # 16 words per descriptor, then alpha
+    assert words[8:10].tolist() == [0, 0]  # padding "zero", no tf32 rounding
+    assert words[-1:].view(torch.float32).item() == 0.5

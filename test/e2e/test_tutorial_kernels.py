@@ -10,7 +10,6 @@ free causal stages, libdevice calls, and grouped GEMM through int64 pointer tabl
 
 Sizes are small because the default CI machine runs them on the emulator; tests over ~10 s are `slow`.
 """
-import math
 
 import numpy as np
 import pytest
@@ -664,6 +663,50 @@ def test_attention_backward_tutorial_config(device, causal):
 def test_attention_forward_tutorial_test_config(device):
     """Upstream allocates 40 KB of operand buffers here; Q and P in registers leave K and V (16 KB)."""
     _attention_case(device, 1, 1, 128, 64, False, dict(BM=128, BN=64, num_warps=4, num_stages=2), None, "fwd")
+
+
+@triton.jit
+def attn_forward_descriptor_kernel(sm_scale, M, Z, H, desc_q, desc_k, desc_v, desc_o, N_CTX,
+                                   HEAD_DIM: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr):
+    """The tutorial's forward on host tensor descriptors (its TMA path): four rank-2 descriptors over the
+    (Z * H * N_CTX, HEAD_DIM) views, 48 kernel arguments in all."""
+    start_m = tl.program_id(0)
+    off_hz = tl.program_id(1)
+    row = off_hz * N_CTX + start_m * BM
+    q = desc_q.load([row, 0])
+    m_i = tl.zeros([BM], dtype=tl.float32) - float("inf")
+    l_i = tl.zeros([BM], dtype=tl.float32) + 1.0
+    acc = tl.zeros([BM, HEAD_DIM], dtype=tl.float32)
+    qk_scale = sm_scale * 1.44269504
+    for start_n in tl.range(0, N_CTX, BN):
+        k = desc_k.load([off_hz * N_CTX + start_n, 0]).T
+        qk = tl.dot(q, k)
+        m_ij = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+        p = tl.math.exp2(qk * qk_scale - m_ij[:, None])
+        alpha = tl.math.exp2(m_i - m_ij)
+        acc = acc * alpha[:, None]
+        v = desc_v.load([off_hz * N_CTX + start_n, 0])
+        acc = tl.dot(p.to(tl.float16), v, acc)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        m_i = m_ij
+    rows = start_m * BM + tl.arange(0, BM)
+    tl.store(M + off_hz * N_CTX + rows, m_i + tl.math.log2(l_i))
+    desc_o.store([row, 0], (acc / l_i[:, None]).to(tl.float16))
+
+
+def test_attention_forward_on_host_tensor_descriptors(device):
+    from triton.tools.tensor_descriptor import TensorDescriptor
+    Z, H, S, D, BM, BN = 1, 2, 128, 64, 64, 32
+    g = torch.Generator().manual_seed(6)
+    q, k, v = ((torch.randn((Z, H, S, D), generator=g) * 0.5).half().to(device) for _ in range(3))
+    o = torch.empty_like(q)
+    lse = torch.empty((Z * H, S), device=device)
+    descs = [TensorDescriptor.from_tensor(t.view(Z * H * S, D), [BM if t is q or t is o else BN, D])
+             for t in (q, k, v, o)]
+    kern = attn_forward_descriptor_kernel[(S // BM, Z * H)](0.5, lse, Z, H, *descs, S, HEAD_DIM=D, BM=BM, BN=BN)
+    ref = torch.softmax((q.float() @ k.float().transpose(2, 3)) * 0.5, -1).half().float() @ v.float()
+    torch.testing.assert_close(o.float(), ref, atol=1e-2, rtol=0)
+    assert "tt_scalars" in kern.asm["msl"].decode()  # 48 arguments: the scalars share one buffer
 
 
 # ------------------------------------------------------------------------------- 07 libdevice (extern)

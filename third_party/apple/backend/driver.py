@@ -27,6 +27,7 @@ from triton.backends.compiler import GPUTarget
 from triton.backends.driver import DriverBase
 
 from . import debug_buffer, knobs
+from .arguments import check_scalar, plan_arguments, tensor_argument
 from .errors import KernelArgError
 from .host import default_family, mac_gpu_cores, mps_available
 from .target import (MAX_REGS_PER_THREAD, MAX_THREADGROUP_MEMORY, MAX_THREADS_PER_THREADGROUP,
@@ -72,76 +73,6 @@ def target_name(mode: str) -> str:
     from .compiler import AppleBackend
     cpu = backends.get("cpu")
     return "cpu" if cpu is not None and issubclass(cpu.compiler, AppleBackend) else "metal"
-
-
-# ------------------------------------------------------------------------------------------------
-# Arguments
-
-
-def plan_arguments(kernel_name: str, signature: dict, params: List[dict]) -> List[tuple]:
-    """For each runtime argument position, what the kernel expects: ('pointer' | 'scalar', param dict).
-    Constexpr arguments are not bound (they were folded into the MSL)."""
-    plan, runtime = [], []
-    params = [p for p in params if p["kind"] != "debug"]
-    for pos, (name, ty) in enumerate(signature.items()):
-        if ty == "constexpr":
-            continue
-        if isinstance(ty, tuple) or ty.startswith("tensordesc"):
-            raise KernelArgError(f"apple backend: kernel '{kernel_name}' argument '{name}' of type {ty} is not "
-                                 "supported yet (tuples and host tensor descriptors)")
-        runtime.append((pos, name, ty))
-    if len(runtime) != len(params):
-        raise KernelArgError(f"apple backend: kernel '{kernel_name}' has {len(params)} MSL parameters but "
-                             f"{len(runtime)} runtime arguments")
-    for (pos, name, ty), p in zip(runtime, params):
-        plan.append((pos, p))
-    return plan
-
-
-_INT_RANGES = {"bool": (0, 1), "char": (-2**7, 2**7 - 1), "short": (-2**15, 2**15 - 1), "int": (-2**31, 2**31 - 1),
-               "long": (-2**63, 2**63 - 1)}
-_FLOAT_MAX = {"float": 3.4028234663852886e38, "half": 65504.0, "bfloat": 3.3895313892515355e38}
-
-
-def _check_scalar(kernel: str, p: dict, value: Any) -> Any:
-    """A scalar launch argument, checked against the MSL type of its parameter."""
-    where = f"apple backend: kernel '{kernel}' argument '{p['name']}' ({p['triton_type']})"
-    msl = p["msl_type"]
-    if msl == "tt_double":
-        raise KernelArgError(f"{where}: float64 scalar arguments are not supported (the kernel computes float64 "
-                             "in software, but scalars are passed as 32-bit values); pass a float32 or a "
-                             "one-element float64 tensor")
-    if msl in _FLOAT_MAX:
-        if not isinstance(value, (int, float)):
-            raise KernelArgError(f"{where} expects a float, got {type(value).__name__}")
-        value = float(value)
-        if abs(value) > _FLOAT_MAX[msl] and value == value and abs(value) != float("inf"):
-            raise KernelArgError(f"{where}: {value!r} does not fit in {msl} (largest finite value "
-                                 f"{_FLOAT_MAX[msl]:g}); it would become infinity")
-        return value
-    if not isinstance(value, int):
-        raise KernelArgError(f"{where} expects an integer, got {type(value).__name__}")
-    lo, hi = _INT_RANGES[msl]
-    # Triton passes unsigned values in the signed type of the same width: accept the unsigned range too.
-    if not lo <= value <= hi and not (msl != "bool" and 0 <= value <= 2 * hi + 1):
-        raise KernelArgError(f"{where}: {value} does not fit in {msl} ({lo} to {hi})")
-    return bool(value) if msl == "bool" else int(value)
-
-
-def _tensor_argument(kernel: str, p: dict, value: Any) -> Any:
-    """The tensor behind a pointer argument. `triton.reinterpret` views (TensorWrapper) bind their base
-    tensor: the kernel already reads the memory as the pointer's element type."""
-    where = f"apple backend: kernel '{kernel}' argument '{p['name']}' ({p['triton_type']})"
-    while value is not None and not _is_torch_tensor(value) and hasattr(value, "base") and hasattr(value, "data_ptr"):
-        value = value.base
-    if value is None or not hasattr(value, "data_ptr"):
-        raise KernelArgError(f"{where} expects a tensor, got {type(value).__name__}")
-    return value
-
-
-def _is_torch_tensor(value: Any) -> bool:
-    import torch
-    return isinstance(value, torch.Tensor)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -317,8 +248,8 @@ def _emulator_converter(kernel: str, plan: List[tuple]):
             return value
         _, p = plan[slot]
         if p["kind"] == "pointer":
-            return _tensor_argument(kernel, p, value)
-        return emulator.Scalar(_check_scalar(kernel, p, value), p["msl_type"])
+            return tensor_argument(kernel, p, value)
+        return emulator.Scalar(check_scalar(kernel, p, value), p["msl_type"])
 
     return convert
 
@@ -334,7 +265,8 @@ class AppleLauncher:
         signature = dict(getattr(src, "signature", {}) or {})
         if not signature:  # kernels built from IR text: runtime arguments are the MSL parameters
             signature = {p["name"]: p["triton_type"] for p in params}
-        self.plan = plan_arguments(self.name, signature, params)
+        self.arguments = plan_arguments(self.name, signature, params)
+        self.plan = self.arguments.slots
         # Where the kernel runs follows what `load_binary` gave: an EmulatorFunction runs on the emulator (the
         # `cpu` driver on a Mac too), anything else is a Metal function. Until a launch says, the device's mode.
         self.mode = "emulator" if device_mode() != "metal" else "metal"
@@ -346,16 +278,17 @@ class AppleLauncher:
         self._emulator_plans = None  # (EmulatorKernel, its native binding plan)
 
     def bind(self, args: Sequence[Any]) -> List[Any]:
-        """Python launch arguments -> per-slot buffers (tensors or typed scalars): what a Metal launch binds.
-        On the emulator the native launcher binds them (`_emulator_plan`), with these same checks."""
+        """Prepared launch arguments (`ArgumentPlan.prepare`) -> per-slot buffers (tensors or typed scalars):
+        what a Metal launch binds. On the emulator the native launcher binds them (`_emulator_plan`), with
+        these same checks."""
         from . import emulator
         bound = []
         for pos, p in self.plan:
             value = args[pos]
             if p["kind"] == "pointer":
-                bound.append(_tensor_argument(self.name, p, value))
+                bound.append(tensor_argument(self.name, p, value))
             else:
-                v = _check_scalar(self.name, p, value)
+                v = check_scalar(self.name, p, value)
                 bound.append(v if self.mode == "metal" else emulator.Scalar(v, p["msl_type"]))
         return bound
 
@@ -366,10 +299,11 @@ class AppleLauncher:
         threads = self.num_warps * SIMD_WIDTH
         if isinstance(function, EmulatorFunction):
             self.mode = "emulator"
+            args = self.arguments.prepare(args, "cpu")
             debug = self._launch_emulator(function, (gridX, gridY, gridZ), threads, args, enter_hook, launch_metadata)
         else:
             self.mode = "metal"
-            bound = self.bind(args)
+            bound = self.bind(self.arguments.prepare(args, METAL_DEVICE))
             debug = None
             if self.has_debug:
                 import torch

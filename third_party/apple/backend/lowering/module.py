@@ -1,7 +1,10 @@
 """Lowering of a whole module to one MSL source: the kernel, its `noinline` callees and the helpers they use.
 
 Kernel arguments bind to consecutive buffer slots in signature order (pointers as `device T*`, scalars as
-`constant T&`), which is the order PyTorch's `compile_shader` dispatch and the emulator bind them in.
+`constant T&`), which is the order PyTorch's `compile_shader` dispatch and the emulator bind them in. A kernel
+with more arguments than Metal's 31 buffer slots (host tensor descriptors expand to 11 arguments each) gets
+its scalars packed into one buffer of 32-bit words instead (`PACKED_SCALARS`, after the pointers), which the
+launchers fill; the kernel reads each scalar from its words into a variable of its own at the start.
 The op families the lowering knows are listed here, explicitly (`FAMILIES`).
 """
 from __future__ import annotations
@@ -62,9 +65,10 @@ class BufferSlot:
     """How one kernel argument is bound: its `[[buffer(slot)]]`, kind and types (launchers read these)."""
     name: str
     slot: int
-    kind: str  # "pointer" | "scalar" | "debug"
+    kind: str  # "pointer" | "scalar" | "packed" (a scalar in the PACKED_SCALARS buffer at slot) | "debug"
     msl_type: str
     triton_type: str
+    word: int = 0  # "packed": its first 32-bit word in the buffer
 
 
 @dataclass
@@ -116,30 +120,73 @@ def _lower_callee(ctx: KernelContext, fn: Function) -> Tuple[str, FunctionEmitte
     return f"static void {ctx.function_name(fn)}({', '.join(params + _context_params(ctx))})", em
 
 
-def _kernel_params(ctx: KernelContext, em: FunctionEmitter, kernel_fn: Function) -> Tuple[List[BufferSlot], List[str]]:
-    """The buffer slots and their parameter text (the builtin inputs come from `_builtin_params`)."""
+# The buffer packed scalars are read from (kernels with more arguments than buffer slots).
+PACKED_SCALARS = "tt_scalars"
+
+
+def _unpack_scalar(ct: str, word: int) -> str:
+    """MSL reading a scalar of MSL type `ct` from the packed words at `word` (Metal is little-endian: an
+    8- or 16-bit value is the low bits of its word; 64-bit values take two words)."""
+    w = f"{PACKED_SCALARS}[{word}]"
+    if ct in ("long", "ulong"):
+        return f"{ct}(ulong({PACKED_SCALARS}[{word + 1}]) << 32 | {w})"
+    if ct == "bool":
+        return f"{w} != 0u"
+    if ct in ("half", "bfloat"):
+        return f"as_type<{ct}>(ushort({w}))"
+    if ct == "uint":
+        return w
+    if ct in ("int", "float"):
+        return f"as_type<{ct}>({w})"
+    return f"{ct}({w})"  # char, uchar, short, ushort: the low bits
+
+
+def _kernel_params(ctx: KernelContext, em: FunctionEmitter,
+                   kernel_fn: Function) -> Tuple[List[BufferSlot], List[str], List[str]]:
+    """The buffer slots, their parameter text (the builtin inputs come from `_builtin_params`) and the
+    statements that unpack packed scalars."""
     slots: List[BufferSlot] = []
     text: List[str] = []
-    for slot, a in enumerate(kernel_fn.args):
-        name = em.fresh(a.name)
+    unpack: List[str] = []
+    for a in kernel_fn.args:
         if not isinstance(a.type, (PointerType, ScalarType)):
             raise ctx.unsupported(f"kernel argument %{a.name} has unsupported type {a.type}", loc=a.loc)
+    packed = len(kernel_fn.args) + ctx.has_debug > MAX_BUFFER_SLOTS
+    pointers = [a for a in kernel_fn.args if isinstance(a.type, PointerType)]
+    words = 0
+    for a in kernel_fn.args:  # slots are listed in argument order, which is the launchers' order
+        name = em.fresh(a.name)
         ct = em.ctype(a.type)
         pointer = isinstance(a.type, PointerType)
-        text.append(f"{ct} {name} [[buffer({slot})]]" if pointer else f"constant {ct}& {name} [[buffer({slot})]]")
-        slots.append(BufferSlot(a.name, slot, "pointer" if pointer else "scalar", ct, _triton_type_name(a.type)))
+        if not packed:
+            slot = len(slots)
+            text.append(f"{ct} {name} [[buffer({slot})]]" if pointer else f"constant {ct}& {name} [[buffer({slot})]]")
+            slots.append(BufferSlot(a.name, slot, "pointer" if pointer else "scalar", ct, _triton_type_name(a.type)))
+        elif pointer:
+            slot = pointers.index(a)
+            text.append(f"{ct} {name} [[buffer({slot})]]")
+            slots.append(BufferSlot(a.name, slot, "pointer", ct, _triton_type_name(a.type)))
+        else:
+            words += words % 2 if ct in ("long", "ulong") else 0  # 8-byte values on 8-byte boundaries
+            slots.append(BufferSlot(a.name, len(pointers), "packed", ct, _triton_type_name(a.type), words))
+            unpack.append(f"    const {ct} {name} = {_unpack_scalar(ct, words)};")
+            words += 2 if ct in ("long", "ulong") else 1
         em.bind(a, Lowered(name, ct))
+    if unpack:
+        text.append(f"constant uint* {PACKED_SCALARS} [[buffer({len(pointers)})]]")
     if ctx.has_debug:
         t, n = DEBUG_PARAM
-        text.append(f"{t} {n} [[buffer({len(slots)})]]")
-        slots.append(BufferSlot(n, len(slots), "debug", t, "*u32"))
-    if len(slots) > MAX_BUFFER_SLOTS:
+        debug_slot = len(pointers) + (1 if unpack else 0) if packed else len(slots)
+        text.append(f"{t} {n} [[buffer({debug_slot})]]")
+        slots.append(BufferSlot(n, debug_slot, "debug", t, "*u32"))
+    buffers = len({p.slot for p in slots})
+    if buffers > MAX_BUFFER_SLOTS:
         debug = " (one of them is the buffer tl.device_print/device_assert need)" if ctx.has_debug else ""
         raise ResourceLimitError(
-            f"apple backend: kernel '{ctx.kernel_name}' has {len(slots)} buffer arguments{debug}; Metal binds at "
-            f"most {MAX_BUFFER_SLOTS}. Pass fewer tensors/scalars (e.g. pack scalars into one tensor)",
-            len(slots), MAX_BUFFER_SLOTS, "buffer slots")
-    return slots, text
+            f"apple backend: kernel '{ctx.kernel_name}' has {buffers} buffer arguments{debug}, its scalars packed "
+            f"into one; Metal binds at most {MAX_BUFFER_SLOTS}. Pass fewer tensors", buffers, MAX_BUFFER_SLOTS,
+            "buffer slots")
+    return slots, text, unpack
 
 
 def _builtin_params(em: FunctionEmitter) -> List[str]:
@@ -163,7 +210,7 @@ def lower_module(module: Module, options) -> LoweredKernel:
     ctx = KernelContext(module, options, LayoutService(module.num_warps), LOWERINGS)
     callees = [_lower_callee(ctx, f) for f in module.functions if f is not kernel_fn]
     em = FunctionEmitter(ctx, axis=AxisInfoAnalysis(kernel_fn))
-    slots, param_text = _kernel_params(ctx, em, kernel_fn)
+    slots, param_text, unpack = _kernel_params(ctx, em, kernel_fn)
     lower_body(em, kernel_fn.body)
     _drop_final_return(em)
     param_text += _builtin_params(em)
@@ -200,6 +247,7 @@ def lower_module(module: Module, options) -> LoweredKernel:
     kernel_name = msl_function_name(kernel_fn.name)
     head = f"kernel void {kernel_name}(\n    " + ",\n    ".join(param_text) + ")"
     lines.extend(head.splitlines()[:-1])
-    add_function(head.splitlines()[-1], em, [f"    TT_THREADGROUP_BUFFER(tt_smem, {shared});"] if shared else [])
+    add_function(head.splitlines()[-1], em,
+                 unpack + ([f"    TT_THREADGROUP_BUFFER(tt_smem, {shared});"] if shared else []))
     return LoweredKernel(kernel_name, "\n".join(lines).rstrip() + "\n", shared, slots, locations, ctx.debug_formats,
                          "tt_f64_core" in ctx.helpers)
