@@ -220,3 +220,44 @@ def test_layout_the_verifier_refuses_is_named():
     mfma = "#ttg.amd_mfma<{version = 3, warpsPerCTA = [2, 2], instrShape = [32, 32, 8], isTransposed = false}>"
     with pytest.raises(NotImplementedError, match=r"layout #ttg\.amd_mfma.* over 64 lanes .* 4 simdgroups of 32 lanes"):
         from_libtriton(OpaqueEncoding(mfma), (64, 64), 4)
+
+
+# Layout conversions and gathers of tensors larger than threadgroup memory: upstream sizes their scratch for
+# the whole tensor (64-128 KB here, test_core's test_permute and test_gather), the lowering moves them in rounds
+# through what is left of Apple's 32 KB. Refused as OutOfResources before.
+@triton.jit
+def _transpose_kernel(x_ptr, z_ptr, M: tl.constexpr, N: tl.constexpr):
+    r = tl.arange(0, M)[:, None]
+    c = tl.arange(0, N)[None, :]
+    x = tl.load(x_ptr + r * N + c)
+    rt = tl.arange(0, N)[:, None]
+    ct = tl.arange(0, M)[None, :]
+    tl.store(z_ptr + rt * M + ct, tl.permute(x, (1, 0)))
+
+
+@pytest.mark.parametrize("M, N, dtype", [(128, 128, torch.float32), (256, 128, torch.int64)])
+def test_permute_larger_than_threadgroup_memory(M, N, dtype, device):
+    x = torch.randint(-1000, 1000, (M, N)).to(dtype).to(device)
+    z = torch.zeros(N, M, dtype=dtype, device=device)
+    k = _transpose_kernel[(1, )](x, z, M, N)
+    assert torch.equal(z.cpu(), x.T.cpu())
+    assert k.metadata.shared <= 32768 and "chunk" in k.asm["msl"].decode()
+
+
+@triton.jit
+def _gather_kernel(x_ptr, i_ptr, z_ptr, M: tl.constexpr, N: tl.constexpr, AXIS: tl.constexpr):
+    offs = tl.arange(0, M)[:, None] * N + tl.arange(0, N)[None, :]
+    tl.store(z_ptr + offs, tl.gather(tl.load(x_ptr + offs), tl.load(i_ptr + offs), AXIS))
+
+
+@pytest.mark.parametrize("axis", [0, 1])
+@pytest.mark.parametrize("M, N, dtype", [(256, 64, torch.int64), (128, 128, torch.float32), (32, 32, torch.int32)])
+def test_gather_in_rounds(M, N, dtype, axis, device):
+    g = torch.Generator().manual_seed(M + axis)
+    x = torch.randint(-1000, 1000, (M, N), generator=g).to(dtype).to(device)
+    idx = torch.randint(0, x.shape[axis], (M, N), generator=g).to(device)
+    z = torch.zeros(M, N, dtype=dtype, device=device)
+    k = _gather_kernel[(1, )](x, idx, z, M, N, axis)
+    assert torch.equal(z.cpu(), torch.gather(x, axis, idx).cpu())
+    assert k.metadata.shared <= 32768
+    assert ("chunk" in k.asm["msl"].decode()) == (M * N * x.element_size() > 32768)

@@ -70,15 +70,17 @@ def test_float64_scalar_argument_is_refused_naming_it():
 def test_shared_memory_over_32kb_is_refused():
 
     @triton.jit
-    def big_transpose(x_ptr, out_ptr, M: tl.constexpr, N: tl.constexpr):
+    def big_dot(x_ptr, out_ptr, M: tl.constexpr, K: tl.constexpr):
         rm = tl.arange(0, M)
-        rn = tl.arange(0, N)
-        x = tl.load(x_ptr + rm[:, None] * N + rn[None, :])
-        tl.store(out_ptr + rn[:, None] * M + rm[None, :], tl.trans(x))
+        rk = tl.arange(0, K)
+        a = tl.load(x_ptr + rm[:, None] * K + rk[None, :])
+        b = tl.load(x_ptr + rk[:, None] * M + rm[None, :])
+        tl.store(out_ptr + rm[:, None] * M + rm[None, :], tl.dot(a, b))
 
-    x = torch.zeros(128 * 128)
-    with pytest.raises(ResourceLimitError, match="big_transpose' needs 65536 bytes of threadgroup memory") as info:
-        big_transpose[(1, )](x, torch.empty_like(x), M=128, N=128)
+    # the 64x128 and 128x64 fp32 operand tiles are staged in threadgroup memory: 64 KB
+    x = torch.zeros(64 * 128)
+    with pytest.raises(ResourceLimitError, match="big_dot' needs 65536 bytes of threadgroup memory") as info:
+        big_dot[(1, )](x, torch.empty(64 * 64), M=64, K=128)
     # Triton's autotuner skips configs that raise OutOfResources
     assert isinstance(info.value, OutOfResources)
     assert (info.value.required, info.value.limit) == (65536, 32768)

@@ -38,32 +38,36 @@ def test_device_interface_events_measure_host_time():
     assert start.elapsed_time(end) > 0
 
 
-def transpose_configs():
-    # BLOCK=128: a 128x128 fp32 tile transposed through threadgroup memory needs 64 KB > 32 KB
-    return [triton.Config({"BLOCK": b}, num_warps=4) for b in (128, 32, 64)]
+def matmul_configs():
+    # BLOCK=128: the 128x128 fp32 operand tiles of the dot need 128 KB of threadgroup memory > 32 KB
+    return [triton.Config({"BLOCK": b}, num_warps=4) for b in (128, 16, 32)]
 
 
-@triton.autotune(configs=transpose_configs(), key=["M", "N"])
+@triton.autotune(configs=matmul_configs(), key=["M"])
 @triton.jit
-def tiled_transpose(x_ptr, out_ptr, M, N, BLOCK: tl.constexpr):
+def tiled_matmul(x_ptr, y_ptr, out_ptr, M, BLOCK: tl.constexpr):
     rm = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     rn = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
-    mask = (rm[:, None] < M) & (rn[None, :] < N)
-    x = tl.load(x_ptr + rm[:, None] * N + rn[None, :], mask=mask)
-    tl.store(out_ptr + rn[:, None] * M + rm[None, :], tl.trans(x), mask=tl.trans(mask))
+    acc = tl.zeros([BLOCK, BLOCK], dtype=tl.float32)
+    for k0 in range(0, M, BLOCK):
+        rk = k0 + tl.arange(0, BLOCK)
+        a = tl.load(x_ptr + rm[:, None] * M + rk[None, :], mask=(rm[:, None] < M) & (rk[None, :] < M), other=0.0)
+        b = tl.load(y_ptr + rk[:, None] * M + rn[None, :], mask=(rk[:, None] < M) & (rn[None, :] < M), other=0.0)
+        acc = tl.dot(a, b, acc)
+    tl.store(out_ptr + rm[:, None] * M + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < M))
 
 
 def test_autotune_skips_configs_over_the_threadgroup_memory_limit(device):
-    M, N = 200, 130
-    x = torch.randn(M, N, device=device)
-    out = torch.empty(N, M, device=device)
-    grid = lambda meta: (triton.cdiv(M, meta["BLOCK"]), triton.cdiv(N, meta["BLOCK"]))
-    tiled_transpose[grid](x, out, M, N)
-    assert torch.equal(out, x.t())
-    timings = {cfg.kwargs["BLOCK"]: t for cfg, t in tiled_transpose.configs_timings.items()}
+    M = 72
+    x, y = torch.randn(M, M, device=device), torch.randn(M, M, device=device)
+    out = torch.empty(M, M, device=device)
+    grid = lambda meta: (triton.cdiv(M, meta["BLOCK"]), triton.cdiv(M, meta["BLOCK"]))
+    tiled_matmul[grid](x, y, out, M)
+    torch.testing.assert_close(out, x @ y, rtol=1e-4, atol=1e-4)
+    timings = {cfg.kwargs["BLOCK"]: t for cfg, t in tiled_matmul.configs_timings.items()}
     assert timings[128][0] == float("inf")  # skipped: ResourceLimitError is Triton's OutOfResources
     assert all(t[0] < float("inf") for b, t in timings.items() if b != 128)
-    assert tiled_transpose.best_config.kwargs["BLOCK"] in (32, 64)
+    assert tiled_matmul.best_config.kwargs["BLOCK"] in (16, 32)
 
 
 def test_a_kernel_no_config_fits_reports_the_limit(device):
@@ -73,7 +77,7 @@ def test_a_kernel_no_config_fits_reports_the_limit(device):
     def too_big(x_ptr, out_ptr, M, BLOCK: tl.constexpr):
         r = tl.arange(0, BLOCK)
         x = tl.load(x_ptr + r[:, None] * BLOCK + r[None, :])
-        tl.store(out_ptr + r[:, None] * BLOCK + r[None, :], tl.trans(x))
+        tl.store(out_ptr + r[:, None] * BLOCK + r[None, :], tl.dot(x, x))
 
     x = torch.zeros(256 * 256, device=device)
     with pytest.raises(ResourceLimitError, match="threadgroup memory"):

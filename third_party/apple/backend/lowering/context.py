@@ -104,22 +104,30 @@ class KernelContext:
         the lowest 16-byte aligned gap that no buffer live at `op` occupies (`analysis/buffer_liveness.py`),
         possibly behind all of them."""
         self.uses_smem = True
-        off, size = op.attrs.get("allocation.offset"), op.attrs.get("allocation.size")
-        if off is not None and size is not None and nbytes <= int(size):
-            return int(off)
+        if nbytes <= self._upstream_scratch(op):
+            return int(op.attrs["allocation.offset"])
         offset = self._free_gap(op, nbytes)
         self._scratch_end = max(self._scratch_end, offset + nbytes)
         return offset
 
     def scratch_room(self, op: Op) -> int:
         """The most scratch bytes `op` can get without the kernel exceeding threadgroup memory."""
-        off, size = op.attrs.get("allocation.offset"), op.attrs.get("allocation.size")
-        upstream = int(size) if off is not None and size is not None else 0
+        upstream = self._upstream_scratch(op)
         room, cursor = 0, 0
         for b_off, b_size in self._occupied_at(op) + [(MAX_THREADGROUP_MEMORY, 0)]:
             room = max(room, b_off - cursor)
             cursor = max(cursor, (b_off + b_size + 15) // 16 * 16)
         return max(upstream, room)
+
+    @staticmethod
+    def _upstream_scratch(op: Op) -> int:
+        """The bytes of upstream's scratch allocation for `op`, if it has one inside threadgroup memory (upstream
+        sizes scratch for its own GPUs: a layout conversion of a 64 KB tensor gets 64 KB, which the lowering
+        moves in rounds through what Apple GPUs have instead)."""
+        off, size = op.attrs.get("allocation.offset"), op.attrs.get("allocation.size")
+        if off is None or size is None or int(off) + int(size) > MAX_THREADGROUP_MEMORY:
+            return 0
+        return int(size)
 
     def _occupied_at(self, op: Op) -> List[Tuple[int, int]]:
         """(offset, bytes) of the explicit buffers live at `op`, by offset; every buffer when `op`'s position

@@ -15,7 +15,7 @@ from ..layouts import Coord, LinearLayout, local_register_map, warp_shuffle_plan
 from .emitter import FunctionEmitter, Lowered, linear_expr
 from .msl_types import elem_bytes
 from .registry import OpFamily
-from .shared_memory import index_expr, load_registers, row_major_strides, store_registers
+from .shared_memory import index_expr, row_major_strides, store_registers
 
 FAMILY = OpFamily("convert_layout")
 
@@ -84,28 +84,29 @@ def tensor_scratch(em: FunctionEmitter, op: Op, ty: TensorType, hint: str) -> st
 
 
 def _relayout_through_smem(em: FunctionEmitter, op: Op, src: Lowered, dst_strides: Sequence[int]) -> None:
+    through_scratch(em, op, src, lambda out, r: index_expr(em, out.layout, r, dst_strides))
+
+
+def through_scratch(em: FunctionEmitter, op: Op, src: Lowered, read_index: Callable[[Lowered, str], str]) -> None:
+    """Write `op`'s source to threadgroup memory row-major; each result register `r` then reads the element at
+    row-major index `read_index(result, r)`. A source larger than the room left at `op` moves in rounds, each
+    through a buffer of one slab of the source (row-major index in [c * size, (c + 1) * size)): every thread
+    writes what it holds of the slab and reads what it needs from it."""
     src_ty: TensorType = op.operands[0].type
     nbytes = src_ty.numel * elem_bytes(src_ty.element)
     chunks = 1
-    while nbytes // chunks > em.ctx.scratch_room(op) and chunks < src_ty.shape[0]:
+    while nbytes // chunks > em.ctx.scratch_room(op) and chunks < src_ty.numel:
         chunks *= 2
     if chunks == 1:
         buf = tensor_scratch(em, op, src_ty, "smem")
         store_registers(em, src, buf, row_major_strides(src_ty.shape))
         em.barrier()
-        load_registers(em, em.declare(op.result), buf, dst_strides)
+        out = em.declare(op.result)
+        with em.for_regs(out.regs) as r:
+            em.emit(f"{out.at(r)} = {em.tg_load(buf, read_index(out, r), out.ctype)};")
         return
-    _relayout_in_chunks(em, op, src, dst_strides, chunks)
-
-
-def _relayout_in_chunks(em: FunctionEmitter, op: Op, src: Lowered, dst_strides: Sequence[int], chunks: int) -> None:
-    """The threadgroup-memory relayout for a tensor larger than the threadgroup memory left: `chunks` rounds,
-    each moving the elements of a slab of rows of the source (row-major index in [c * size, (c + 1) * size))
-    through a buffer of one slab."""
-    src_ty: TensorType = op.operands[0].type
     size = src_ty.numel // chunks
-    ct = em.ctype(src_ty)
-    buf = em.scratch(op, [(ct, size * elem_bytes(src_ty.element))], "smem")[0]
+    buf = em.scratch(op, [(em.ctype(src_ty), size * elem_bytes(src_ty.element))], "smem")[0]
     out = em.declare(op.result)
     src_strides = row_major_strides(src_ty.shape)
     c = em.loop_var("chunk")
@@ -119,7 +120,7 @@ def _relayout_in_chunks(em: FunctionEmitter, op: Op, src: Lowered, dst_strides: 
     em.barrier()
     with em.for_regs(out.regs) as r:
         idx = em.temp("idx")
-        em.emit(f"const uint {idx} = {index_expr(em, out.layout, r, dst_strides)};")
+        em.emit(f"const uint {idx} = {read_index(out, r)};")
         em.open(f"if ({idx} / {size} == {c})")
         em.emit(f"{out.at(r)} = {em.tg_load(buf, f'{idx} - {c} * {size}', out.ctype)};")
         em.close()

@@ -13,6 +13,8 @@ the one op that uses it, and two of them may share bytes only when they are neve
 first, each at the lowest 16-byte aligned offset free for its whole range. Where that would need more than
 upstream's placement (greedy packing is not optimal) and upstream's placement still keeps apart what is live
 at once under our liveness, upstream's placement stays; otherwise ours is used even when it is larger.
+Scratch that upstream sized beyond what Apple GPUs have (a layout conversion or gather of a 64 KB tensor) loses
+its allocation: the lowering then moves it in rounds through the room left at its op (`KernelContext.scratch_room`).
 Modules with calls keep upstream's placement (a callee's buffers are placed relative to its call site), so
 `accelerate_matmul` does not extend a buffer's liveness there.
 """
@@ -23,6 +25,7 @@ from typing import List, Tuple
 from ..analysis.buffer_liveness import buffer_live_ranges, op_positions
 from ..ir import Module, Op
 from ..lowering.msl_types import buffer_bytes
+from ..target import MAX_THREADGROUP_MEMORY
 
 _ALIGN = 16
 
@@ -63,6 +66,7 @@ def allocate_shared_memory(module: Module) -> int:
             items.append((int(o.attrs["allocation.size"]), pos[id(o)], pos[id(o)], o))
     placed: List[Tuple[int, int, int, int]] = []  # (offset, size, start, end)
     offsets = {}
+    in_rounds = []  # scratch the lowering moves in rounds through the room left at its op
     for size, start, end, op in sorted(items, key=lambda t: (-t[0], t[1])):
         clashes = sorted((off, sz) for off, sz, s, e in placed if s <= end and start <= e)
         offset = 0
@@ -70,11 +74,16 @@ def allocate_shared_memory(module: Module) -> int:
             if offset + size <= off:
                 break
             offset = max(offset, (off + sz + _ALIGN - 1) // _ALIGN * _ALIGN)
+        if op.name != "ttg.local_alloc" and offset + size > MAX_THREADGROUP_MEMORY:
+            in_rounds.append(op)
+            continue
         placed.append((offset, size, start, end))
         offsets[id(op)] = (op, offset)
     total = max((off + sz for off, sz, _, _ in placed), default=0)
-    if total >= upstream_total and _upstream_placement_holds(items):
+    if not in_rounds and total >= upstream_total and _upstream_placement_holds(items):
         return upstream_total
+    for op in in_rounds:
+        del op.attrs["allocation.offset"], op.attrs["allocation.size"]
     for op, offset in offsets.values():
         op.attrs["allocation.offset"] = offset
     module.attrs["ttg.shared"] = total
