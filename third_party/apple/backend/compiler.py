@@ -39,7 +39,7 @@ class AppleOptions:
     allow_fp64_demotion: bool = False
     enable_fp_fusion: bool = True
     launch_cooperative_grid: bool = False
-    supported_fp8_dtypes: Tuple[str, ...] = ("fp8e5", "fp8e4nv")
+    supported_fp8_dtypes: Tuple[str, ...] = ("fp8e5", "fp8e4nv", "fp8e4b15")
     deprecated_fp8_dot_operand_dtypes: Tuple[str, ...] = ()
     # Every dot is computed with IEEE float32 products: Metal has no tf32, and the split-precision
     # emulations of float32 (tf32x3, bf16x3, bf16x6) are at most as accurate, so they are accepted and
