@@ -16,7 +16,7 @@ INT_DTYPES = ["int8", "int16", "int32", "int64", "uint8", "uint32"]
 FLOAT_DTYPES = ["float16", "bfloat16", "float32", "float64"]  # float64: software binary64
 ALL_DTYPES = INT_DTYPES + FLOAT_DTYPES
 TL = {"int8": tl.int8, "int16": tl.int16, "int32": tl.int32, "int64": tl.int64, "uint8": tl.uint8,
-      "uint32": tl.uint32, "float16": tl.float16, "bfloat16": tl.bfloat16, "float32": tl.float32, "float64": tl.float64,
+      "uint32": tl.uint32, "float16": tl.float16, "bfloat16": tl.bfloat16, "float32": tl.float32,
       "float64": tl.float64}
 N = 200  # not a multiple of the block: every kernel masks its tail
 
@@ -387,6 +387,181 @@ def _local_memory_runner(dtype: str, device: str):
     return run
 
 
+# -- fp8 conversions ----------------------------------------------------------------------------------
+
+
+@triton.jit
+def _fp8_round_trip_kernel(x_ptr, codes_ptr, back_ptr, n, FMT: tl.constexpr, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = i < n
+    if FMT == "float8e5":
+        y = tl.load(x_ptr + i, mask=m).to(tl.float8e5)
+    elif FMT == "float8e4nv":
+        y = tl.load(x_ptr + i, mask=m).to(tl.float8e4nv)
+    else:
+        y = tl.load(x_ptr + i, mask=m).to(tl.float8e4b15)
+    tl.store(codes_ptr + i, y.to(tl.uint8, bitcast=True), mask=m)
+    tl.store(back_ptr + i, y.to(tl.float32), mask=m)
+
+
+def _e4b15_reference(x: torch.Tensor):
+    """(codes, values) of float32 `x` in fp8e4b15 as Triton's NVIDIA conversions make them: the float16
+    magnitude rounded toward zero, clamped to 1.75, rounded half away from zero to 3 mantissa bits."""
+    mags = torch.tensor([(m / 8 * 2.0**-14 if c >> 3 == 0 else (1 + m / 8) * 2.0**((c >> 3) - 15))
+                         for c in range(128) for m in [c & 7]], dtype=torch.float64)
+    a = torch.where(torch.isnan(x), torch.full_like(x, 1.75), x.abs().clamp(max=1.75)).double()
+    h = a.half().double()
+    h = torch.where(h > a, (a.half().view(torch.int16) - 1).view(torch.float16).double(), h)  # toward zero
+    dist = (h[:, None] - mags[None, :]).abs()
+    best = torch.where(dist == dist.min(1, keepdim=True).values, torch.arange(128), -1).max(1).values  # ties up
+    codes = best | torch.where(x.signbit(), 0x80, 0)
+    return codes.to(torch.uint8), (mags[best] * torch.where(x.signbit(), -1.0, 1.0)).float()
+
+
+def _fp8_runner(fmt: str, device: str):
+    def run(_):
+        g = torch.Generator().manual_seed(11)
+        x = torch.randn(N, generator=g) * (0.6 if fmt == "float8e4b15" else 30)
+        x[:6] = torch.tensor([0.0, -0.0, float("nan"), float("inf"), -1e6, 1e-6])
+        codes = torch.empty(N, dtype=torch.uint8, device=device)
+        back = torch.empty(N, device=device)
+        _fp8_round_trip_kernel[(triton.cdiv(N, 128), )](x.to(device), codes, back, N, FMT=fmt, BLOCK=128)
+        if fmt == "float8e4b15":
+            ref_codes, ref = _e4b15_reference(x)
+            if not torch.equal(codes.cpu(), ref_codes):
+                raise AssertionError("fp8e4b15 codes differ from NVIDIA's conversion")
+        else:
+            t, top = {"float8e5": (torch.float8_e5m2, 57344.0), "float8e4nv": (torch.float8_e4m3fn, 448.0)}[fmt]
+            ref = torch.where(torch.isnan(x), x, x.clamp(-top, top)).to(t).float()
+        torch.testing.assert_close(back.cpu(), ref, rtol=0, atol=0, equal_nan=True)
+
+    return run
+
+
+# -- other vendors' layouts in hand-written TTGIR ---------------------------------------------------------
+
+_LAYOUT_SUM = """
+#blk = #ttg.blocked<{{sizePerThread = [1, 4], threadsPerWarp = [4, 8], warpsPerCTA = [4, 1], order = [1, 0]}}>
+#dst = {layout}
+module attributes {{"ttg.num-ctas" = 1 : i32, "ttg.num-warps" = 4 : i32, "ttg.threads-per-warp" = 32 : i32}} {{
+  tt.func public @layout_sum(%x: !tt.ptr<i32>, %o: !tt.ptr<i32>) {{
+    %c64 = arith.constant dense<64> : tensor<64x1xi32, #blk>
+    %r = tt.make_range {{end = 64 : i32, start = 0 : i32}} : tensor<64xi32, #ttg.slice<{{dim = 1, parent = #blk}}>>
+    %r2 = tt.expand_dims %r {{axis = 1 : i32}} : tensor<64xi32, #ttg.slice<{{dim = 1, parent = #blk}}>> -> tensor<64x1xi32, #blk>
+    %rs = arith.muli %r2, %c64 : tensor<64x1xi32, #blk>
+    %rb = tt.broadcast %rs : tensor<64x1xi32, #blk> -> tensor<64x64xi32, #blk>
+    %cc = tt.make_range {{end = 64 : i32, start = 0 : i32}} : tensor<64xi32, #ttg.slice<{{dim = 0, parent = #blk}}>>
+    %cc2 = tt.expand_dims %cc {{axis = 0 : i32}} : tensor<64xi32, #ttg.slice<{{dim = 0, parent = #blk}}>> -> tensor<1x64xi32, #blk>
+    %cb = tt.broadcast %cc2 : tensor<1x64xi32, #blk> -> tensor<64x64xi32, #blk>
+    %off = arith.addi %rb, %cb : tensor<64x64xi32, #blk>
+    %xs = tt.splat %x : !tt.ptr<i32> -> tensor<64x64x!tt.ptr<i32>, #blk>
+    %xp = tt.addptr %xs, %off : tensor<64x64x!tt.ptr<i32>, #blk>, tensor<64x64xi32, #blk>
+    %v = tt.load %xp : tensor<64x64x!tt.ptr<i32>, #blk>
+    %vd = ttg.convert_layout %v : tensor<64x64xi32, #blk> -> tensor<64x64xi32, #dst>
+    %s = "tt.reduce"(%vd) <{{axis = 1 : i32}}> ({{
+    ^bb0(%a: i32, %b: i32):
+      %t = arith.addi %a, %b : i32
+      tt.reduce.return %t : i32
+    }}) : (tensor<64x64xi32, #dst>) -> tensor<64xi32, #ttg.slice<{{dim = 1, parent = #dst}}>>
+    %sb = ttg.convert_layout %s : tensor<64xi32, #ttg.slice<{{dim = 1, parent = #dst}}>> -> tensor<64xi32, #ttg.slice<{{dim = 1, parent = #blk}}>>
+    %os = tt.splat %o : !tt.ptr<i32> -> tensor<64x!tt.ptr<i32>, #ttg.slice<{{dim = 1, parent = #blk}}>>
+    %op = tt.addptr %os, %r : tensor<64x!tt.ptr<i32>, #ttg.slice<{{dim = 1, parent = #blk}}>>, tensor<64xi32, #ttg.slice<{{dim = 1, parent = #blk}}>>
+    tt.store %op, %sb : tensor<64x!tt.ptr<i32>, #ttg.slice<{{dim = 1, parent = #blk}}>>
+    tt.return
+  }}
+}}
+"""
+_MMA_V2 = "#ttg.nvidia_mma<{versionMajor = 2, versionMinor = 0, warpsPerCTA = [2, 2], instrShape = [16, 8]}>"
+VENDOR_LAYOUTS = {
+    "nvidia_mma v2": _MMA_V2,
+    "nvidia_mma v3": "#ttg.nvidia_mma<{versionMajor = 3, versionMinor = 0, warpsPerCTA = [4, 1], instrShape = [16, 64, 16]}>",
+    "dot_op of nvidia_mma": "#ttg.dot_op<{opIdx = 1, parent = " + _MMA_V2 + ", kWidth = 2}>",
+    "amd_wmma": "#ttg.amd_wmma<{version = 2, isTranspose = true, ctaLayout = {warp = [[1, 0], [0, 1]]}}>",
+}
+
+
+def _vendor_layout_runner(layout: str, device: str):
+    def run(_):
+        import os
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "layout_sum.ttgir")
+            with open(path, "w") as f:
+                f.write(_LAYOUT_SUM.format(layout=VENDOR_LAYOUTS[layout]))
+            kernel = triton.compile(path)
+        x = (torch.arange(64 * 64, dtype=torch.int32).reshape(64, 64) * 37) % 101 - 50
+        out = torch.full((64, ), -1, dtype=torch.int32, device=device)
+        kernel[(1, 1, 1)](x.to(device), out)
+        if not torch.equal(out.cpu(), x.sum(1, dtype=torch.int32)):
+            raise AssertionError(f"row sums on {layout} differ")
+
+    return run
+
+
+# -- kernel arguments -------------------------------------------------------------------------------------
+
+
+@triton.jit
+def _descriptor_kernel(pair, src_desc, dst_desc, scale, BM: tl.constexpr, BN: tl.constexpr):
+    m = tl.program_id(0) * BM
+    tile = src_desc.load([m, 0]) * scale + tl.load(pair[0]) * pair[1]
+    dst_desc.store([m, 0], tile)
+
+
+@triton.jit
+def _three_descriptor_kernel(a_desc, b_desc, c_desc, out_desc, BM: tl.constexpr, BN: tl.constexpr):
+    m = tl.program_id(0) * BM
+    out_desc.store([m, 0], a_desc.load([m, 0]) + b_desc.load([m, 0]) * c_desc.load([m, 0]))
+
+
+def _arguments_runner(case: str, device: str):
+    def run(_):
+        from triton.tools.tensor_descriptor import TensorDescriptor
+        g = torch.Generator().manual_seed(13)
+        a, b, c = (torch.randn(48, 32, generator=g).to(device) for _ in range(3))
+        out = torch.zeros(48, 32, device=device)
+        if case == "tuple + host TensorDescriptor":
+            one = torch.tensor([0.25], device=device)
+            _descriptor_kernel[(3, )]((one, 2.0), TensorDescriptor.from_tensor(a, [16, 32]),
+                                      TensorDescriptor.from_tensor(out, [16, 32]), 3.0, BM=16, BN=32)
+            ref = a * 3 + 0.5
+        else:  # four descriptors: 44 kernel arguments, 40 scalars packed into one buffer
+            descs = [TensorDescriptor.from_tensor(t, [16, 32]) for t in (a, b, c, out)]
+            _three_descriptor_kernel[(3, )](*descs, BM=16, BN=32)
+            ref = a + b * c
+        torch.testing.assert_close(out.cpu(), ref.cpu(), rtol=1e-6, atol=1e-6)
+
+    return run
+
+
+# -- tensors larger than threadgroup memory ---------------------------------------------------------------
+
+
+@triton.jit
+def _big_move_kernel(x_ptr, i_ptr, o_ptr, M: tl.constexpr, N: tl.constexpr, GATHER: tl.constexpr):
+    offs = tl.arange(0, M)[:, None] * N + tl.arange(0, N)[None, :]
+    x = tl.load(x_ptr + offs)
+    if GATHER:
+        tl.store(o_ptr + offs, tl.gather(x, tl.load(i_ptr + offs), 0))
+    else:
+        tl.store(o_ptr + tl.arange(0, N)[:, None] * M + tl.arange(0, M)[None, :], tl.permute(x, (1, 0)))
+
+
+def _rounds_runner(op: str, dtype: str, device: str):
+    def run(_):
+        g = torch.Generator().manual_seed(17)
+        M, N = (256, 64) if dtype == "int64" else (128, 128)  # 128 KB and 64 KB
+        x = torch.randint(-1000, 1000, (M, N), generator=g).to(getattr(torch, dtype)).to(device)
+        idx = torch.randint(0, M, (M, N), generator=g).to(device)
+        out = torch.zeros(N * M, dtype=x.dtype, device=device)
+        _big_move_kernel[(1, )](x, idx, out, M, N, GATHER=op == "gather")
+        ref = torch.gather(x, 0, idx) if op == "gather" else x.T
+        if not torch.equal(out.cpu().view(ref.shape), ref.cpu()):
+            raise AssertionError(f"{op} of a {M}x{N} {dtype} tensor differs")
+
+    return run
+
+
 def all_cells(device: str):
     cells = []
     for op in _BINARY_REF:
@@ -417,4 +592,15 @@ def all_cells(device: str):
     for dt in ALL_DTYPES:
         cells.append(Cell("threadgroup memory", "local_alloc + local_load (hand-written TTGIR, unplaced)", dt,
                           _local_memory_runner(dt, device)))
+    for op in ("permute", "gather"):
+        for dt in ("float32", "int64"):
+            cells.append(Cell("threadgroup memory", f"{op} of a 64-128 KB tensor (in rounds)", dt,
+                              _rounds_runner(op, dt, device)))
+    for fmt in ("float8e5", "float8e4nv", "float8e4b15"):
+        cells.append(Cell("fp8", "float32 -> fp8 -> float32", fmt, _fp8_runner(fmt, device)))
+    for layout in VENDOR_LAYOUTS:
+        cells.append(Cell("layouts (hand-written TTGIR)", f"convert + row sum on {layout}", "int32",
+                          _vendor_layout_runner(layout, device)))
+    for case in ("tuple + host TensorDescriptor", "four host TensorDescriptors (44 arguments)"):
+        cells.append(Cell("kernel arguments", case, "float32", _arguments_runner(case, device)))
     return cells
