@@ -72,7 +72,7 @@ def test_constexprs_are_not_bound():
 
 def test_wrong_argument_kinds_are_clear_errors():
     la = _launcher(PARAMS, {"x": "*fp32", "n": "i32", "s": "fp32"})
-    with pytest.raises(drv.KernelArgError, match=r"kernel 'k' argument 'x' \(\*fp32\) expects a tensor, got int"):
+    with pytest.raises(drv.KernelArgError, match=r"kernel 'k' argument 'x' \(\*fp32\) expects a tensor, got an int: a raw address cannot be bound"):
         la.bind([3, 1, 1.0])
     import torch
     with pytest.raises(drv.KernelArgError, match=r"kernel 'k' argument 'n' \(i32\) expects an integer, got float"):

@@ -311,7 +311,7 @@ def _compiled_scale():
 
 
 BAD_ARGS = [
-    ((3, "y", 16, 2.0), KernelArgError, r"kernel '_scale' argument 'x_ptr' \(\*f32\) expects a tensor, got int"),
+    ((3, "y", 16, 2.0), KernelArgError, r"kernel '_scale' argument 'x_ptr' \(\*f32\) expects a tensor, got an int: a raw address cannot be bound"),
     (("x", "y", 2**40, 2.0), KernelArgError, r"argument 'n' \(i32\): 1099511627776 does not fit in int"),
     (("x", "y", 1.5, 2.0), KernelArgError, r"argument 'n' \(i32\) expects an integer, got float"),
     (("x", "y", 16, 1e39), KernelArgError, r"argument 's' \(f32\): 1e\+39 does not fit in float"),

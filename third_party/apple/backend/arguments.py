@@ -157,6 +157,11 @@ def tensor_argument(kernel: str, p: dict, value: Any) -> Any:
     where = f"apple backend: kernel '{kernel}' argument '{p['name']}' ({p['triton_type']})"
     while value is not None and not is_torch_tensor(value) and hasattr(value, "base") and hasattr(value, "data_ptr"):
         value = value.base
+    if isinstance(value, int) and not isinstance(value, bool):
+        # Triton's CUDA and HIP launchers take a raw device address (`x.data_ptr()`) for a pointer; Metal binds
+        # buffers, and the emulator needs each buffer's extent to check the kernel's accesses
+        raise KernelArgError(f"{where} expects a tensor, got an int: a raw address cannot be bound (Metal binds "
+                             "buffers, not addresses); pass the tensor itself")
     if value is None or not hasattr(value, "data_ptr"):
         raise KernelArgError(f"{where} expects a tensor, got {type(value).__name__}")
     return value
