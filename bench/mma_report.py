@@ -1,7 +1,7 @@
 """Code-quality report for tl.dot kernels on the apple backend (simdgroup_matrix path).
 
 For the tutorial-style GEMM and flash-attention kernels of `bench/mma_kernels.py`, this script compiles
-each kernel for GPUTarget("metal", "apple7", 32) without launching it, with the argument specialisation
+each kernel for the active driver's target (`cpu`/apple7 on the emulator) without launching it, with the argument specialisation
 Triton's JIT would derive from the example arguments (ints equal to 1 become constexprs, multiples of 16
 and 16-byte aligned tensors get tt.divisibility = 16), and reads the TTGIR, the MSL and the metadata:
 
@@ -39,14 +39,14 @@ os.environ.setdefault("TRITON_APPLE_DEVICE", "emulator")
 import torch  # noqa: E402
 import triton  # noqa: E402
 from triton._C.libtriton import native_specialize_impl  # noqa: E402
-from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource, make_backend  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import mma_kernels as mk  # noqa: E402
 from report_table import table  # noqa: E402
 
-TARGET = GPUTarget("metal", "apple7", 32)
+# the active driver's target (on the emulator `cpu`, apple7), so that what is analysed is what the JIT runs
+TARGET = triton.runtime.driver.active.get_current_target()
 ELEM_BYTES = {"bool": 1, "char": 1, "uchar": 1, "short": 2, "ushort": 2, "half": 2, "bfloat": 2, "int": 4,
               "uint": 4, "float": 4, "long": 8, "ulong": 8}
 

@@ -185,9 +185,10 @@ class AppleBackend(BaseBackend):
         from .ir import parse_module, print_module
         from .lowering import lower_module
         from .passes.loads_in_use_layout import loads_in_use_layout
-        from .passes import accelerate_matmul, allocate_shared_memory, casts_around_moves
+        from .passes import accelerate_matmul, allocate_shared_memory, casts_around_moves, loop_carried_layouts
         module = parse_module(mod if isinstance(mod, str) else mod.str())
         accelerate_matmul(module)
+        loop_carried_layouts(module)
         casts_around_moves(module)
         loads_in_use_layout(module)
         allocate_shared_memory(module)

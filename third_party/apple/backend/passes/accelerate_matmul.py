@@ -123,7 +123,10 @@ def _loop_carrier(op: Op):
 
 def _move_rescale_to_mma(chain, mma: AppleMmaEncoding) -> None:
     """Give the rescale ops the MMA layout; their row-broadcast operands are rebuilt from the 1-D value
-    converted to the MMA rows' slice layout, so only that vector moves between layouts."""
+    converted to the MMA rows' slice layout, so only that vector moves between layouts. (Not
+    operands_in_registers._Rebuilder: it would also recompute the vector's elementwise producers, e.g.
+    attention's exp2(m_i - m_new), in the slice layout, converting each of their operands instead of the one
+    result.)"""
     from ..ir.types import SliceEncoding
     for link in chain:
         res_ty: TensorType = link.result.type
