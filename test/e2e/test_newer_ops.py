@@ -184,3 +184,56 @@ def test_masked_load_whose_other_selects_on_a_scalar(pad, tmp_path, device):
     ref = x.clone()
     ref[100:] = float("nan") if pad else 0.0
     torch.testing.assert_close(out.cpu(), ref, equal_nan=True)
+
+
+# MLIR's rounding divisions, which upstream passes create (fuse_nested_loops computes trip counts with
+# arith.ceildivsi); element-wise on tensors here, with every sign combination.
+_ROUNDING_DIVISIONS = """
+#blk = #ttg.blocked<{sizePerThread = [1], threadsPerWarp = [32], warpsPerCTA = [4], order = [0]}>
+module attributes {"ttg.num-ctas" = 1 : i32, "ttg.num-warps" = 4 : i32, "ttg.threads-per-warp" = 32 : i32} {
+  tt.func public @rounding_divisions(%a: !tt.ptr<i32>, %b: !tt.ptr<i32>, %o: !tt.ptr<i32>) {
+    %c128 = arith.constant dense<128> : tensor<128xi32, #blk>
+    %r = tt.make_range {end = 128 : i32, start = 0 : i32} : tensor<128xi32, #blk>
+    %as = tt.splat %a : !tt.ptr<i32> -> tensor<128x!tt.ptr<i32>, #blk>
+    %ap = tt.addptr %as, %r : tensor<128x!tt.ptr<i32>, #blk>, tensor<128xi32, #blk>
+    %x = tt.load %ap : tensor<128x!tt.ptr<i32>, #blk>
+    %bs = tt.splat %b : !tt.ptr<i32> -> tensor<128x!tt.ptr<i32>, #blk>
+    %bp = tt.addptr %bs, %r : tensor<128x!tt.ptr<i32>, #blk>, tensor<128xi32, #blk>
+    %y = tt.load %bp : tensor<128x!tt.ptr<i32>, #blk>
+    %ceil = arith.ceildivsi %x, %y : tensor<128xi32, #blk>
+    %floor = arith.floordivsi %x, %y : tensor<128xi32, #blk>
+    %uceil = arith.ceildivui %x, %y : tensor<128xi32, #blk>
+    %os = tt.splat %o : !tt.ptr<i32> -> tensor<128x!tt.ptr<i32>, #blk>
+    %o0 = tt.addptr %os, %r : tensor<128x!tt.ptr<i32>, #blk>, tensor<128xi32, #blk>
+    tt.store %o0, %ceil : tensor<128x!tt.ptr<i32>, #blk>
+    %r1 = arith.addi %r, %c128 : tensor<128xi32, #blk>
+    %o1 = tt.addptr %os, %r1 : tensor<128x!tt.ptr<i32>, #blk>, tensor<128xi32, #blk>
+    tt.store %o1, %floor : tensor<128x!tt.ptr<i32>, #blk>
+    %r2 = arith.addi %r1, %c128 : tensor<128xi32, #blk>
+    %o2 = tt.addptr %os, %r2 : tensor<128x!tt.ptr<i32>, #blk>, tensor<128xi32, #blk>
+    tt.store %o2, %uceil : tensor<128x!tt.ptr<i32>, #blk>
+    tt.return
+  }
+}
+"""
+
+
+def test_rounding_divisions(tmp_path, device):
+    path = tmp_path / "rounding_divisions.ttgir"
+    path.write_text(_ROUNDING_DIVISIONS)
+    kernel = triton.compile(str(path))
+    g = torch.Generator().manual_seed(8)
+    a = torch.randint(-1000, 1000, (128, ), generator=g, dtype=torch.int32)
+    b = torch.randint(1, 40, (128, ), generator=g, dtype=torch.int32) * torch.where(torch.rand(128, generator=g) < 0.5,
+                                                                                    -1, 1).int()
+    a[:4] = torch.tensor([12, -12, 0, 2**31 - 1], dtype=torch.int32)
+    b[:4] = torch.tensor([4, 4, -3, 2], dtype=torch.int32)
+    out = torch.zeros(3 * 128, dtype=torch.int32, device=device)
+    kernel[(1, 1, 1)](a.to(device), b.to(device), out)
+    a64, b64 = a.long(), b.long()
+    ceil = -torch.div(-a64, b64, rounding_mode="floor")
+    floor = torch.div(a64, b64, rounding_mode="floor")
+    ua, ub = a64 & 0xFFFFFFFF, b64 & 0xFFFFFFFF
+    uceil = ((ua + ub - 1) // ub).to(torch.int64)
+    uceil = torch.where(uceil >= 2**31, uceil - 2**32, uceil)
+    assert torch.equal(out.cpu().long(), torch.cat([ceil, floor, uceil]))

@@ -165,3 +165,31 @@ def test_amd_config_hints_are_accepted_and_ignored(device):
     y = torch.empty_like(x)
     const_pointer_copy[(1, )](x, y, N=128, waves_per_eu=2, matrix_instr_nonkdim=16, kpack=2)
     assert torch.equal(x.cpu(), y.cpu())
+
+
+@triton.jit
+def flattened_row_sums(x_ptr, out_ptr, rows, cols, BLOCK: tl.constexpr):
+    for i in tl.range(0, rows, flatten=True):
+        acc = tl.zeros([BLOCK], dtype=tl.float32)
+        for j in tl.range(0, cols, BLOCK):
+            offs = j + tl.arange(0, BLOCK)
+            acc += tl.load(x_ptr + i * cols + offs, mask=offs < cols, other=0.0)
+        tl.store(out_ptr + i * BLOCK + tl.arange(0, BLOCK), acc)
+
+
+@pytest.mark.parametrize("rows, cols", [(5, 100), (3, 64), (1, 10), (0, 32), (4, 0)])
+def test_flatten_fuses_nested_loops(rows, cols, device):
+    # tl.range(flatten=True) asks for the nest to become one loop (upstream's fuse_nested_loops, as on NVIDIA
+    # and AMD); inner trip counts that are not whole blocks, one row, and empty loops keep their meaning
+    block = 32
+    x = torch.randn(max(rows * cols, 1), device=device)
+    out = torch.full((max(rows, 1) * block, ), -7.0, device=device)
+    k = flattened_row_sums[(1, )](x, out, rows, cols, BLOCK=block)
+    # a fused loop (and a loop over the rows alone, for inner loops of no trip): none nested in another
+    loops = [len(l) - len(l.lstrip()) for l in k.asm["ttgir"].splitlines() if "scf.for" in l]
+    assert loops and len(set(loops)) == 1, k.asm["ttgir"]
+    ref = torch.full((max(rows, 1), block), -7.0)
+    if rows:
+        padded = torch.nn.functional.pad(x.cpu()[:rows * cols].view(rows, cols), (0, (-cols) % block))
+        ref = padded.view(rows, -1, block).sum(1) if cols else torch.zeros(rows, block)
+    torch.testing.assert_close(out.cpu().view(-1, block), ref, rtol=1e-5, atol=1e-5)

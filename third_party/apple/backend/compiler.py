@@ -173,6 +173,7 @@ class AppleBackend(BaseBackend):
         return _run_passes(mod, "make_ttgir", [
             to_ttgpuir, passes.ttgpuir.add_coalesce, passes.ttgpuir.add_remove_layout_conversions,
             passes.ttgpuir.add_optimize_thread_locality, passes.ttgpuir.add_remove_layout_conversions,
+            passes.ttir.add_loop_aware_cse, passes.ttgpuir.add_fuse_nested_loops, passes.common.add_canonicalizer,
             passes.ttir.add_triton_licm, passes.common.add_canonicalizer, passes.ttir.add_loop_aware_cse,
             passes.ttgpuir.add_remove_layout_conversions, passes.ttgpuir.add_reduce_data_duplication,
             passes.ttgpuir.add_reorder_instructions, passes.ttir.add_loop_aware_cse, passes.common.add_symbol_dce,

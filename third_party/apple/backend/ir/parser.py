@@ -515,6 +515,10 @@ class ModuleParser:
             op = self.parse_op()
             op.parent = block
             block.ops.append(op)
+        if not region.blocks:  # `{}`: one block whose terminator MLIR did not print (an scf.if's empty `then`)
+            block = Block()
+            block.parent = region
+            region.blocks.append(block)
         self._resolve_successors(region)
         return region
 

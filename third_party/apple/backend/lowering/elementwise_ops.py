@@ -108,7 +108,8 @@ def _int_binary(em: FunctionEmitter, op: Op) -> None:
     elementwise(em, op, lambda a: f"{ct}({ut}({a[0]}) {sym} {ut}({a[1]}))")
 
 
-_DIVREM = {"arith.divsi": "tt_sdiv", "arith.remsi": "tt_srem", "arith.divui": "tt_udiv", "arith.remui": "tt_urem"}
+_DIVREM = {"arith.divsi": "tt_sdiv", "arith.remsi": "tt_srem", "arith.divui": "tt_udiv", "arith.remui": "tt_urem",
+           "arith.ceildivsi": "tt_ceildivsi", "arith.floordivsi": "tt_floordivsi", "arith.ceildivui": "tt_ceildivui"}
 
 
 @FAMILY.lowers(*_DIVREM)
@@ -116,7 +117,7 @@ def _divrem(em: FunctionEmitter, op: Op) -> None:
     fn = em.ctx.require(_DIVREM[op.name])
     ty = elem_type(op.result)
     ct = em.ctype(ty)
-    if op.name in ("arith.divui", "arith.remui"):
+    if op.name in ("arith.divui", "arith.remui", "arith.ceildivui"):
         ut = unsigned_type(ty)
         elementwise(em, op, lambda a: f"{ct}({fn}({ut}({a[0]}), {ut}({a[1]})))")
     else:

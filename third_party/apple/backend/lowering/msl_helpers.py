@@ -39,6 +39,34 @@ HELPERS = {
     """template <typename T> static inline T tt_urem(T a, T b) {
     return b == T(0) ? T(0) : T(a % b);
 }""",
+    # MLIR's rounding divisions (arith.ceildivsi, arith.floordivsi, arith.ceildivui), e.g. trip counts of loops
+    # fused by upstream's fuse_nested_loops; division by zero gives 0 as tt_sdiv does
+    "tt_ceildivsi":
+    """template <typename T> static inline T tt_ceildivsi(T a, T b) {
+    if (b == T(0)) {
+        return T(0);
+    }
+    if (b == T(-1)) {
+        return T(T(0) - a);
+    }
+    const bool inexact = a % b != T(0);
+    return T(a / b + T(inexact && (a < T(0)) == (b < T(0)) ? 1 : 0));
+}""",
+    "tt_floordivsi":
+    """template <typename T> static inline T tt_floordivsi(T a, T b) {
+    if (b == T(0)) {
+        return T(0);
+    }
+    if (b == T(-1)) {
+        return T(T(0) - a);
+    }
+    const bool inexact = a % b != T(0);
+    return T(a / b - T(inexact && (a < T(0)) != (b < T(0)) ? 1 : 0));
+}""",
+    "tt_ceildivui":
+    """template <typename T> static inline T tt_ceildivui(T a, T b) {
+    return b == T(0) ? T(0) : T(a / b + T(a % b != T(0) ? 1 : 0));
+}""",
     "tt_shl":
     """template <typename T, typename U> static inline T tt_shl(T a, U amount) {
     return amount >= U(sizeof(T) * 8) ? T(0) : T(U(a) << amount);
