@@ -11,6 +11,7 @@ from typing import Callable, Optional
 import torch
 import triton
 import triton.language as tl
+from triton.language.extra import libdevice
 
 INT_DTYPES = ["int8", "int16", "int32", "int64", "uint8", "uint32"]
 FLOAT_DTYPES = ["float16", "bfloat16", "float32", "float64"]  # float64: software binary64
@@ -173,6 +174,10 @@ def _math_kernel(x_ptr, o_ptr, n, OP: tl.constexpr, BLOCK: tl.constexpr):
         r = tl.sigmoid(x)
     elif OP == "erf":
         r = tl.math.erf(x)
+    elif OP == "log1p":
+        r = libdevice.log1p(x)
+    elif OP == "expm1":
+        r = libdevice.expm1(x)
     else:
         r = tl.fma(x, x, x)
     tl.store(o_ptr + i, r, mask=m)
@@ -181,7 +186,8 @@ def _math_kernel(x_ptr, o_ptr, n, OP: tl.constexpr, BLOCK: tl.constexpr):
 _MATH_REF = {
     "exp": torch.exp, "exp2": torch.exp2, "log": torch.log, "log2": torch.log2, "sqrt": torch.sqrt,
     "rsqrt": torch.rsqrt, "sin": torch.sin, "cos": torch.cos, "abs": torch.abs, "floor": torch.floor,
-    "ceil": torch.ceil, "sigmoid": torch.sigmoid, "erf": torch.erf, "fma": lambda x: x * x + x
+    "ceil": torch.ceil, "sigmoid": torch.sigmoid, "erf": torch.erf, "log1p": torch.log1p, "expm1": torch.expm1,
+    "fma": lambda x: x * x + x
 }
 _POSITIVE_MATH = {"log", "log2", "sqrt", "rsqrt"}
 

@@ -351,10 +351,9 @@ _FLOAT_MATH = {
     "math.rsqrt": "rsqrt", "math.sin": "sin", "math.cos": "cos", "math.tan": "tan", "math.tanh": "tanh",
     "math.floor": "floor", "math.ceil": "ceil", "math.trunc": "trunc", "math.round": "round",
     "math.roundeven": "rint", "math.erf": "erf", "math.fma": "fma", "math.copysign": "copysign", "math.powf": "pow",
-    "arith.remf": "fmod", "tt.precise_sqrt": "sqrt", "tt.precise_divf": "divide",
+    "arith.remf": "fmod", "tt.precise_sqrt": "sqrt", "tt.precise_divf": "divide", "math.log1p": "log1p",
+    "math.expm1": "expm1",
 }
-# No accurate float formulation in Metal yet (the naive ones lose precision near zero).
-_NOT_YET = ("math.log1p", "math.expm1")
 
 
 @FAMILY.lowers(*_FLOAT_MATH)
@@ -362,12 +361,6 @@ def _float_math(em: FunctionEmitter, op: Op) -> None:
     _refuse_fp8_arithmetic(em, op)
     tmpl = metal_math(em.ctx, _FLOAT_MATH[op.name])
     elementwise(em, op, lambda a: _round_back(em, op, tmpl.format(*[f"float({x})" for x in a])))
-
-
-@FAMILY.lowers(*_NOT_YET)
-def _not_yet(em: FunctionEmitter, op: Op) -> None:
-    raise em.unsupported(f"{op.name} is not supported by the apple backend yet (Metal has no accurate "
-                         "equivalent)")
 
 
 @FAMILY.lowers("math.absf")

@@ -261,6 +261,31 @@ static inline void tt_atomic_xor64(device long* p, long v) {
     atomic_fetch_xor_explicit(&w[0], uint(u), memory_order_relaxed);
     atomic_fetch_xor_explicit(&w[1], uint(u >> 32), memory_order_relaxed);
 }""",
+    # log1p and expm1 from one log or exp and the value's own rounding error: u = 1 + x (or exp(x)) is rounded,
+    # and dividing by the u - 1 actually represented cancels that rounding (Goldberg's and Kahan's forms).
+    "tt_log1p":
+    """static inline float tt_log1p(float x) {
+    const float u = 1.0f + x;
+    if (u == 1.0f) {
+        return x;
+    }
+    if (isinf(u)) {  // x is infinite: +inf, or NaN for -inf
+        return precise::log(u);
+    }
+    return precise::log(u) * (x / (u - 1.0f));
+}""",
+    "tt_expm1":
+    """static inline float tt_expm1(float x) {
+    const float u = precise::exp(x);
+    if (u == 1.0f || isinf(u)) {
+        return u == 1.0f ? x : u;
+    }
+    const float um1 = u - 1.0f;
+    if (um1 == -1.0f) {
+        return -1.0f;
+    }
+    return um1 * (x / precise::log(u));
+}""",
     "tt_erf":
     """static inline float tt_erf(float x) {
     // erf(x) = x * P(x^2) for |x| < 2; 1 - exp(-x^2) * Q(1/x) for 2 <= |x| < 4; +-1 beyond (erfc(4) < 2^-25).
@@ -296,7 +321,8 @@ static inline void tt_atomic_xor64(device long* p, long v) {
 
 
 # Float math in MSL: templates over float arguments {0}, {1}, {2}. `precise::` keeps full float accuracy
-# whatever math mode the Metal compiler is in; `tt_erf` is our own (Metal has no erf; max 4 ulp measured).
+# whatever math mode the Metal compiler is in; `tt_erf` is our own (Metal has no erf; max 4 ulp measured), and so
+# are `tt_log1p` and `tt_expm1` (Metal has neither).
 METAL_MATH = {
     "exp": "precise::exp({0})", "exp2": "precise::exp2({0})", "exp10": "precise::exp10({0})",
     "log": "precise::log({0})", "log2": "precise::log2({0})", "log10": "precise::log10({0})",
@@ -309,6 +335,7 @@ METAL_MATH = {
     "pow": "precise::pow({0}, {1})", "atan2": "precise::atan2({0}, {1})", "fmod": "fmod({0}, {1})",
     "copysign": "copysign({0}, {1})", "fdim": "fdim({0}, {1})", "divide": "precise::divide({0}, {1})",
     "fma": "fma({0}, {1}, {2})", "erf": "tt_erf({0})", "fmin": "tt_minnum({0}, {1})", "fmax": "tt_maxnum({0}, {1})",
+    "log1p": "tt_log1p({0})", "expm1": "tt_expm1({0})",
 }
 
 
