@@ -369,15 +369,20 @@ module attributes {{"ttg.num-ctas" = 1 : i32, "ttg.num-warps" = 4 : i32, "ttg.th
 """
 
 
+def _compile_ttgir(text: str, name: str):
+    """Hand-written TTGIR compiled from a `.ttgir` file, as upstream's layout tests compile theirs."""
+    import os
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, f"{name}.ttgir")
+        with open(path, "w") as f:
+            f.write(text)
+        return triton.compile(path)
+
+
 def _local_memory_runner(dtype: str, device: str):
     def run(dt):
-        import os
-        import tempfile
-        with tempfile.TemporaryDirectory() as d:
-            path = os.path.join(d, "local_round_trip.ttgir")
-            with open(path, "w") as f:
-                f.write(_LOCAL_ROUND_TRIP.format(t=_MLIR[dt]))
-            kernel = triton.compile(path)
+        kernel = _compile_ttgir(_LOCAL_ROUND_TRIP.format(t=_MLIR[dt]), "local_round_trip")
         g = torch.Generator().manual_seed(5)
         t = getattr(torch, dt)
         if dt.startswith("float") or dt == "bfloat16":
@@ -488,13 +493,7 @@ VENDOR_LAYOUTS = {
 
 def _vendor_layout_runner(layout: str, device: str):
     def run(_):
-        import os
-        import tempfile
-        with tempfile.TemporaryDirectory() as d:
-            path = os.path.join(d, "layout_sum.ttgir")
-            with open(path, "w") as f:
-                f.write(_LAYOUT_SUM.format(layout=VENDOR_LAYOUTS[layout]))
-            kernel = triton.compile(path)
+        kernel = _compile_ttgir(_LAYOUT_SUM.format(layout=VENDOR_LAYOUTS[layout]), "layout_sum")
         x = (torch.arange(64 * 64, dtype=torch.int32).reshape(64, 64) * 37) % 101 - 50
         out = torch.full((64, ), -1, dtype=torch.int32, device=device)
         kernel[(1, 1, 1)](x.to(device), out)
