@@ -2,7 +2,7 @@
 
 The apple libdevice (`language/apple/libdevice.py`) names each function `apple.<name>`; this table maps
 those names to Metal's math library. Half-precision arguments are computed in float and rounded back.
-Functions Metal lacks are either implemented here with a measured error bound (erf, log1p, expm1) or refused
+Functions Metal lacks are either implemented here with a measured error bound (erf, log1p, expm1, hypot, cbrt) or refused
 with a clear message (erfc, lgamma, tgamma, ...), never approximated behind the user's back.
 """
 from __future__ import annotations
@@ -27,7 +27,7 @@ _OWN = {
 _PREDICATES = {"signbit": "int(signbit({0}))", "isnan": "int(isnan({0}))", "isinf": "int(isinf({0}))",
                "finitef": "int(isfinite({0}))"}
 # Functions whose naive Metal formulation loses accuracy (near zero, or by overflow) are refused on purpose.
-_IMPRECISE = {"hypot", "cbrt", "remainder"}
+_IMPRECISE = {"remainder"}
 
 
 @FAMILY.lowers("tt.extern_elementwise")

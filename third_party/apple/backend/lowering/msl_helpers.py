@@ -286,6 +286,36 @@ static inline void tt_atomic_xor64(device long* p, long v) {
     }
     return um1 * (x / precise::log(u));
 }""",
+    # hypot without overflow or underflow: the larger magnitude times sqrt(1 + r^2), r = smaller / larger;
+    # an infinite argument wins over a NaN (IEEE 754)
+    "tt_hypot":
+    """static inline float tt_hypot(float x, float y) {
+    const float a = fmax(fabs(x), fabs(y));
+    const float b = fmin(fabs(x), fabs(y));
+    if (isinf(x) || isinf(y)) {
+        return INFINITY;
+    }
+    if (isnan(x) || isnan(y)) {
+        return NAN;
+    }
+    if (a == 0.0f) {
+        return 0.0f;
+    }
+    const float r = b / a;
+    return a * precise::sqrt(fma(r, r, 1.0f));
+}""",
+    # cbrt: exp2(log2|x| / 3) refined by two Newton steps written so that no intermediate overflows
+    "tt_cbrt":
+    """static inline float tt_cbrt(float x) {
+    const float a = fabs(x);
+    if (a == 0.0f || isinf(a) || isnan(a)) {
+        return x;
+    }
+    float y = precise::exp2(precise::log2(a) / 3.0f);
+    y = y - (y - a / (y * y)) / 3.0f;
+    y = y - (y - a / (y * y)) / 3.0f;
+    return copysign(y, x);
+}""",
     "tt_erf":
     """static inline float tt_erf(float x) {
     // erf(x) = x * P(x^2) for |x| < 2; 1 - exp(-x^2) * Q(1/x) for 2 <= |x| < 4; +-1 beyond (erfc(4) < 2^-25).
@@ -335,7 +365,7 @@ METAL_MATH = {
     "pow": "precise::pow({0}, {1})", "atan2": "precise::atan2({0}, {1})", "fmod": "fmod({0}, {1})",
     "copysign": "copysign({0}, {1})", "fdim": "fdim({0}, {1})", "divide": "precise::divide({0}, {1})",
     "fma": "fma({0}, {1}, {2})", "erf": "tt_erf({0})", "fmin": "tt_minnum({0}, {1})", "fmax": "tt_maxnum({0}, {1})",
-    "log1p": "tt_log1p({0})", "expm1": "tt_expm1({0})",
+    "log1p": "tt_log1p({0})", "expm1": "tt_expm1({0})", "hypot": "tt_hypot({0}, {1})", "cbrt": "tt_cbrt({0})",
 }
 
 

@@ -1,7 +1,7 @@
-"""libdevice.log1p / libdevice.expm1 (and math.log1p / math.expm1): Metal has neither, and log(1 + x) or
-exp(x) - 1 lose every digit near zero, so the backend computes them from the rounding error of 1 + x and of
-exp(x) (msl_helpers tt_log1p, tt_expm1). Within 4 ulp of double precision over their whole range, exact
-special values."""
+"""Math functions Metal lacks that the backend computes itself (msl_helpers): log1p and expm1 (log(1 + x) and
+exp(x) - 1 lose every digit near zero; these use the rounding error of 1 + x and of exp(x)), hypot (without
+overflow or underflow) and cbrt. Each within 4 ulp of double precision over its whole range, with exact special
+values (erf has test_erf.py)."""
 import math
 
 import torch
@@ -70,3 +70,41 @@ def test_half_precision_rounds_the_float_result(device):
     f16_kernel[(1, )](x.to(device), out, 200, BLOCK=256)
     ref = (torch.log1p(x.double()).float() + torch.expm1(x.double()).float()).half()
     torch.testing.assert_close(out.cpu(), ref, rtol=2e-3, atol=2e-3)
+
+
+@triton.jit
+def hypot_cbrt_kernel(x_ptr, y_ptr, h_ptr, c_ptr, n, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = i < n
+    x = tl.load(x_ptr + i, mask=m)
+    y = tl.load(y_ptr + i, mask=m)
+    tl.store(h_ptr + i, libdevice.hypot(x, y), mask=m)
+    tl.store(c_ptr + i, libdevice.cbrt(x), mask=m)
+
+
+def test_hypot_and_cbrt_within_4_ulp(device):
+    g = torch.Generator().manual_seed(3)
+    wide = torch.logspace(-40, 38, 5000, dtype=torch.float64).float()
+    sign = torch.where(torch.rand(5000, generator=g) < 0.5, -1.0, 1.0)
+    x = torch.cat([torch.randn(20000, generator=g) * 10, wide * sign, torch.tensor([1e-45, 3.4e38, -3.4e38, -27.0])])
+    y = torch.cat([torch.randn(20000, generator=g) * 10, wide.flip(0), torch.tensor([1e-45, 3.4e38, 3.4e38, 1e-30])])
+    h, c = torch.empty_like(x).to(device), torch.empty_like(x).to(device)
+    hypot_cbrt_kernel[(triton.cdiv(x.numel(), 1024), )](x.to(device), y.to(device), h, c, x.numel(), BLOCK=1024)
+    xs, ys = x.double().tolist(), y.double().tolist()
+    ref_h = torch.tensor([math.hypot(a, b) for a, b in zip(xs, ys)], dtype=torch.float64).float()
+    ref_c = torch.tensor([math.copysign(abs(a)**(1 / 3), a) for a in xs], dtype=torch.float64).float()
+    assert _ulp_distance(h.cpu(), ref_h).max().item() <= 4
+    assert _ulp_distance(c.cpu(), ref_c).max().item() <= 4
+
+
+def test_hypot_and_cbrt_special_values(device):
+    inf, nan = float("inf"), float("nan")
+    x = torch.tensor([0.0, -0.0, inf, nan, -inf, 3.0, nan, 0.0], device=device)
+    y = torch.tensor([0.0, 0.0, nan, inf, 1.0, nan, 1.0, -4.0], device=device)
+    h, c = torch.empty_like(x), torch.empty_like(x)
+    hypot_cbrt_kernel[(1, )](x, y, h, c, x.numel(), BLOCK=16)
+    h, c = h.cpu(), c.cpu()
+    assert h.tolist()[:5] == [0.0, 0.0, inf, inf, inf] and math.isnan(h[5]) and math.isnan(h[6])
+    assert h[7].item() == 4.0
+    assert c[0].item() == 0.0 and not c[0].signbit() and c[1].signbit() and c[2].item() == inf
+    assert math.isnan(c[3]) and c[4].item() == -inf
