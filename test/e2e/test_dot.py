@@ -201,3 +201,40 @@ CHECK: // ttg.convert_layout
     acc_name = msl[msl.index("thread_elements()[0] = float(") + len("thread_elements()[0] = float("):].split("[")[0]
     assert not any(acc_name in line and "smem" in line for line in loop.splitlines())
     assert "simdgroup_load" in loop and loop.count("threadgroup_barrier") <= 4
+
+
+# Operand tiles that together exceed Apple's 32 KB of threadgroup memory: the dot stages them itself, in rounds
+# over K through the room that is left (upstream's allocation would need 40-128 KB; refused as OutOfResources
+# before).
+@pytest.mark.parametrize("M,N,K,dtype", [(64, 128, 128, torch.float32), (32, 128, 64, torch.float32),
+                                         (128, 128, 128, torch.float16), (128, 64, 256, torch.bfloat16)])
+def test_operand_tiles_larger_than_threadgroup_memory(M, N, K, dtype, device):
+    g = torch.Generator().manual_seed(M + K)
+    a = torch.randn(M, K, generator=g).to(dtype).to(device)
+    b = torch.randn(K, N, generator=g).to(dtype).to(device)
+    c = torch.empty(M, N, dtype=dtype, device=device)
+    k = matmul_kernel[(1, 1)](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0),
+                              c.stride(1), BM=M, BN=N, BK=K, OUT_F16=False, num_warps=4)
+    assert k.metadata.shared <= 32 * 1024 and "t_round" in k.asm["msl"].decode()
+    ref = (a.float() @ b.float()).to(dtype)
+    torch.testing.assert_close(c.float(), ref.float(), rtol=TOL[dtype], atol=TOL[dtype] * (K ** 0.5))
+
+
+def test_operand_tiles_larger_than_threadgroup_memory_in_a_k_loop(device):
+    # 128x128 fp32 result, 64-wide K steps: 64 KB of operands per step, accumulated over three steps + a tail
+    g = torch.Generator().manual_seed(5)
+    a = torch.randn(128, 200, generator=g).to(device)
+    b = torch.randn(200, 128, generator=g).to(device)
+    c = _matmul(a, b, BM=128, BN=128, BK=64)
+    torch.testing.assert_close(c, a @ b, rtol=1e-4, atol=1e-4 * 200 ** 0.5)
+
+
+def test_batched_operands_larger_than_threadgroup_memory(device):
+    # test_core's test_dot3d at B=8: 8 x (64x64 @ 64x32) fp16 operands need 96 KB
+    g = torch.Generator().manual_seed(6)
+    a = torch.randn(8, 64, 64, generator=g).half().to(device)
+    b = torch.randn(8, 64, 32, generator=g).half().to(device)
+    c = torch.empty(8, 64, 32, device=device)
+    k = bmm_kernel[(1, )](a, b, c, B=8, M=64, N=32, K=64)
+    assert k.metadata.shared <= 32 * 1024
+    torch.testing.assert_close(c, torch.bmm(a.float(), b.float()), rtol=1e-3, atol=1e-3)

@@ -7,6 +7,8 @@ import torch
 
 import triton
 import triton.language as tl
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
 from triton.backends.apple.errors import ResourceLimitError
 
 
@@ -38,36 +40,32 @@ def test_device_interface_events_measure_host_time():
     assert start.elapsed_time(end) > 0
 
 
-def matmul_configs():
-    # BLOCK=128: the 128x128 fp32 operand tiles of the dot need 128 KB of threadgroup memory > 32 KB
-    return [triton.Config({"BLOCK": b}, num_warps=4) for b in (128, 16, 32)]
+def buffer_configs():
+    # BLOCK=128: a 128x128 fp32 shared buffer the kernel asks for is 64 KB > 32 KB
+    return [triton.Config({"BLOCK": b}, num_warps=4) for b in (128, 32, 64)]
 
 
-@triton.autotune(configs=matmul_configs(), key=["M"])
-@triton.jit
-def tiled_matmul(x_ptr, y_ptr, out_ptr, M, BLOCK: tl.constexpr):
-    rm = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    rn = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
-    acc = tl.zeros([BLOCK, BLOCK], dtype=tl.float32)
-    for k0 in range(0, M, BLOCK):
-        rk = k0 + tl.arange(0, BLOCK)
-        a = tl.load(x_ptr + rm[:, None] * M + rk[None, :], mask=(rm[:, None] < M) & (rk[None, :] < M), other=0.0)
-        b = tl.load(y_ptr + rk[:, None] * M + rn[None, :], mask=(rk[:, None] < M) & (rn[None, :] < M), other=0.0)
-        acc = tl.dot(a, b, acc)
-    tl.store(out_ptr + rm[:, None] * M + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < M))
+@triton.autotune(configs=buffer_configs(), key=["n"])
+@gluon.jit
+def staged_double(x_ptr, out_ptr, n, BLOCK: gl.constexpr):
+    layout: gl.constexpr = gl.BlockedLayout([1, 4], [8, 4], [4, 1], [1, 0])
+    r = gl.arange(0, BLOCK, layout=gl.SliceLayout(1, layout))
+    c = gl.arange(0, BLOCK, layout=gl.SliceLayout(0, layout))
+    offs = gl.program_id(0) * BLOCK * BLOCK + r[:, None] * BLOCK + c[None, :]
+    buf = gl.allocate_shared_memory(gl.float32, [BLOCK, BLOCK], gl.SwizzledSharedLayout(1, 1, 1, [1, 0]),
+                                    gl.load(x_ptr + offs, mask=offs < n, other=0.0))
+    gl.store(out_ptr + offs, buf.load(layout) * 2, mask=offs < n)
 
 
 def test_autotune_skips_configs_over_the_threadgroup_memory_limit(device):
-    M = 72
-    x, y = torch.randn(M, M, device=device), torch.randn(M, M, device=device)
-    out = torch.empty(M, M, device=device)
-    grid = lambda meta: (triton.cdiv(M, meta["BLOCK"]), triton.cdiv(M, meta["BLOCK"]))
-    tiled_matmul[grid](x, y, out, M)
-    torch.testing.assert_close(out, x @ y, rtol=1e-4, atol=1e-4)
-    timings = {cfg.kwargs["BLOCK"]: t for cfg, t in tiled_matmul.configs_timings.items()}
+    x = torch.randn(128 * 128 + 100, device=device)
+    out = torch.empty_like(x)
+    staged_double[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]**2), )](x, out, x.numel())
+    assert torch.equal(out, x * 2)
+    timings = {cfg.kwargs["BLOCK"]: t for cfg, t in staged_double.configs_timings.items()}
     assert timings[128][0] == float("inf")  # skipped: ResourceLimitError is Triton's OutOfResources
     assert all(t[0] < float("inf") for b, t in timings.items() if b != 128)
-    assert tiled_matmul.best_config.kwargs["BLOCK"] in (16, 32)
+    assert staged_double.best_config.kwargs["BLOCK"] in (32, 64)
 
 
 def test_a_kernel_no_config_fits_reports_the_limit(device):

@@ -4,7 +4,7 @@ simdgroup_matrix path (result in `AppleMmaEncoding`, chosen by `passes/accelerat
 operands are staged row-major in threadgroup memory, each simdgroup loads its 8x8 fragments with
 `simdgroup_load` and accumulates with `simdgroup_multiply_accumulate`; the accumulator lives in
 registers (the fragment layout is the encoding's linear layout), so across a K loop it never touches
-threadgroup memory.
+threadgroup memory. Operands too large for the room left are staged in rounds, a slab of K at a time.
 
 Operands in `DotOperandEncoding(parent=AppleMmaEncoding)` are already in registers as the fragments a
 simdgroup multiplies (`layouts.mma_operand_layout`): they fill `thread_elements()` directly, without
@@ -29,7 +29,7 @@ from .elementwise_ops import fp8_to_float
 from .emitter import FunctionEmitter, elem_type, linear_expr
 from .msl_types import elem_bytes
 from .registry import OpFamily
-from .shared_memory import row_major_strides, store_registers
+from .shared_memory import index_expr, row_major_strides, store_registers
 
 FAMILY = OpFamily("dot")
 
@@ -77,16 +77,23 @@ def _dot_simdgroup(em: FunctionEmitter, op: Op) -> None:
     acc_t = _FRAGMENT[elem_type(op.result).name]
     lay = em.layout(res_ty)
     # 1. operands: fragments already in registers are used as they are; shared buffers are read in place;
-    #    other register layouts are staged row-major in threadgroup memory
+    #    other register layouts are staged row-major in threadgroup memory: whole, or in rounds over K when
+    #    they do not fit in the room left (each round a slab of Kc columns of A and rows of B)
     in_regs = {id(v): _holds_fragments(v, enc) for v in (a_v, b_v)}
     staged = [v for v in (a_v, b_v) if not isinstance(v.type, MemDescType) and not in_regs[id(v)]]
-    views = em.scratch(op, [(in_t, v.type.numel * elem_bytes(elem_type(v))) for v in staged],
+    staged_bytes = sum(v.type.numel * elem_bytes(elem_type(v)) for v in staged)
+    rounds = 1
+    while staged and staged_bytes // rounds > em.ctx.scratch_room(op) and (K // rounds) % 16 == 0:
+        rounds *= 2
+    kc = K // rounds
+    views = em.scratch(op, [(in_t, v.type.numel * elem_bytes(elem_type(v)) // rounds) for v in staged],
                        "operand_smem") if staged else []
     bufs = {id(v): view for v, view in zip(staged, views)}
-    for v in staged:
-        store_registers(em, em.get(v), bufs[id(v)], row_major_strides(v.type.shape))
-    if staged:
-        em.barrier()
+    if rounds == 1:
+        for v in staged:
+            store_registers(em, em.get(v), bufs[id(v)], row_major_strides(v.type.shape))
+        if staged:
+            em.barrier()
     for v in (a_v, b_v):
         if isinstance(v.type, MemDescType):
             bufs[id(v)] = em.get(v).name
@@ -102,6 +109,15 @@ def _dot_simdgroup(em: FunctionEmitter, op: Op) -> None:
     nfrag = fm * fn_
     log_fn = fn_.bit_length() - 1
     frag_reg = lambda f: f"(((({f}) % {fn_}) << 1) | ((({f}) / {fn_}) << {1 + log_fn}))"  # noqa: E731
+    rnd = em.loop_var("round") if rounds > 1 else None
+    if rnd is not None:  # the accumulator goes round by round through the result's registers
+        with em.for_regs(out.regs) as r:
+            em.emit(f"{out.at(r)} = {out.ctype}({c.at(r)});")
+        c = out
+        em.open(f"for (uint {rnd} = 0; {rnd} < {rounds}; ++{rnd})")
+        for v in staged:
+            _store_round(em, v, bufs[id(v)], v is a_v, kc, rnd)
+        em.barrier()
     bt, f, kk, i, j = (em.loop_var(n) for n in ("bt", "f", "kk", "i", "j"))
     em.open(f"for (uint {bt} = 0; {bt} < {batch}; ++{bt})")
     breg = f"({bt} << {1 + log_fn + (fm.bit_length() - 1)})" if batch > 1 else "0"
@@ -111,17 +127,21 @@ def _dot_simdgroup(em: FunctionEmitter, op: Op) -> None:
     for e in range(2):
         em.emit(f"{acc}[{f}].thread_elements()[{e}] = {acc_t}({c.at(f'{breg} | {frag_reg(f)} | {e}')});")
     em.close()
-    em.open(f"for (uint {kk} = 0; {kk} < {K // 8}; ++{kk})")
+    em.open(f"for (uint {kk} = 0; {kk} < {kc // 8}; ++{kk})")
     af, bf = em.temp("a_frag"), em.temp("b_frag")
     em.emit(f"simdgroup_matrix<{in_t}, 8, 8> {af}[{fm}];")
     em.emit(f"simdgroup_matrix<{in_t}, 8, 8> {bf}[{fn_}];")
     # fragment i of this K step: from registers (register index: element, then the fragment's column,
-    # then its row, then the batch) or with simdgroup_load from threadgroup memory
-    a_regs = f"({bt} << {1 + _log2(K // 8) + _log2(fm)}) | ({i} << {1 + _log2(K // 8)}) | ({kk} << 1)"
-    a_smem = f"{a_s} + {bt} * {M * K} + ({wrow} + 8 * {i}) * {K} + 8 * {kk}, {K}"
+    # then its row, then the batch) or with simdgroup_load from threadgroup memory (a round's slab holds
+    # only its Kc columns of A / rows of B)
+    step = kk if rnd is None else f"({rnd} * {kc // 8} + {kk})"
+    a_k, a_round = (kc, kk) if a_v in staged and rnd is not None else (K, step)
+    b_k, b_round = (kc, kk) if b_v in staged and rnd is not None else (K, step)
+    a_regs = f"({bt} << {1 + _log2(K // 8) + _log2(fm)}) | ({i} << {1 + _log2(K // 8)}) | ({step} << 1)"
+    a_smem = f"{a_s} + {bt} * {M * a_k} + ({wrow} + 8 * {i}) * {a_k} + 8 * {a_round}, {a_k}"
     _load_fragments(em, af, i, fm, in_t, a_v, a_s is None, a_regs, a_smem)
-    b_regs = f"({bt} << {1 + _log2(fn_) + _log2(K // 8)}) | ({kk} << {1 + _log2(fn_)}) | ({j} << 1)"
-    b_smem = f"{b_s} + {bt} * {K * N} + 8 * {kk} * {N} + {wcol} + 8 * {j}, {N}"
+    b_regs = f"({bt} << {1 + _log2(fn_) + _log2(K // 8)}) | ({step} << {1 + _log2(fn_)}) | ({j} << 1)"
+    b_smem = f"{b_s} + {bt} * {b_k * N} + 8 * {b_round} * {N} + {wcol} + 8 * {j}, {N}"
     _load_fragments(em, bf, j, fn_, in_t, b_v, b_s is None, b_regs, b_smem)
     em.open(f"for (uint {i} = 0; {i} < {fm}; ++{i})")
     em.open(f"for (uint {j} = 0; {j} < {fn_}; ++{j})")
@@ -135,6 +155,28 @@ def _dot_simdgroup(em: FunctionEmitter, op: Op) -> None:
         em.emit(f"{out.name}[{breg} | {frag_reg(f)} | {e}] = {out.ctype}({acc}[{f}].thread_elements()[{e}]);")
     em.close()
     em.close()
+    if rnd is not None:
+        em.barrier()  # every simdgroup is done with this round's slabs before the next round writes them
+        em.close()
+
+
+def _store_round(em: FunctionEmitter, v, buf: str, is_a: bool, kc: int, rnd: str) -> None:
+    """Write the registers of operand `v` (A: [..., M, K], B: [..., K, N]) whose K index falls in round
+    `rnd` to its slab `buf` (A: [..., M, Kc], B: [..., Kc, N], row-major)."""
+    src = em.get(v)
+    shape = list(v.type.shape)
+    kdim = len(shape) - 1 if is_a else len(shape) - 2
+    only_k = [1 if d == kdim else 0 for d in range(len(shape))]
+    slab = list(shape)
+    slab[kdim] = kc
+    strides = row_major_strides(slab)
+    with em.owned_regs(src.layout) as r:
+        k = em.temp("k")
+        em.emit(f"const uint {k} = {index_expr(em, src.layout, r, only_k)};")
+        em.open(f"if ({k} / {kc} == {rnd})")
+        idx = f"{index_expr(em, src.layout, r, strides)} - {rnd} * {kc * strides[kdim]}"
+        em.emit(em.tg_store(buf, idx, src.at(r), src.ctype))
+        em.close()
 
 
 def _load_fragments(em: FunctionEmitter, frags: str, idx: str, count: int, in_t: str, v, in_regs: bool,

@@ -15,6 +15,8 @@ from typing import Optional, Tuple
 
 from ..ir import Block, Function, Module, Op
 from ..ir.types import AppleMmaEncoding, TensorType
+from ..lowering.msl_types import elem_bytes
+from ..target import MAX_THREADGROUP_MEMORY
 from .operands_in_registers import chained_dots, operands_in_registers
 from .rewrite import convert_layout, insert_after, insert_before, replace_uses, uses
 
@@ -208,6 +210,28 @@ def _read_operands_from_shared(fn: Function, op: Op) -> None:
         load.parent.ops.remove(load)
 
 
+def _stage_large_operands_in_rounds(fn: Function, op: Op) -> None:
+    """Operand buffers that together exceed threadgroup memory (`local_alloc` of a register value, read once
+    by a `local_load` for this dot) go: the dot reads the register values and stages them itself, in rounds
+    over K through the room left (lowering/dot_ops.py)."""
+    total = sum(v.type.numel * elem_bytes(v.type.element) for v in op.operands[:2])
+    if total <= MAX_THREADGROUP_MEMORY:
+        return
+    for idx in (0, 1):
+        load = op.operands[idx].owner
+        if not isinstance(load, Op) or load.name != "ttg.local_load":
+            continue
+        alloc = load.operands[0].owner
+        if not isinstance(alloc, Op) or alloc.name != "ttg.local_alloc" or not alloc.operands:
+            continue
+        if [u for u, _ in uses(fn.body.entry.ops, load.result)] != [op] or \
+                [u for u, _ in uses(fn.body.entry.ops, alloc.result)] != [load]:
+            continue
+        op.operands[idx] = alloc.operands[0]
+        load.parent.ops.remove(load)
+        alloc.parent.ops.remove(alloc)
+
+
 def accelerate_matmul(module: Module) -> int:
     """Rewrite every eligible dot of `module`; returns how many were moved onto simdgroup_matrix. Dots
     chained through elementwise ops (attention) get one simdgroup column, and `operands_in_registers`
@@ -224,6 +248,7 @@ def accelerate_matmul(module: Module) -> int:
                 encs[id(op)] = mma
                 _rewrite(fn, op, mma)
                 if len(module.functions) == 1:  # only there are buffers placed again for the longer liveness
+                    _stage_large_operands_in_rounds(fn, op)
                     _read_operands_from_shared(fn, op)
                 count += 1
         chains[fn.name] = [(p, c) for p, c in pairs if id(p) in encs and id(c) in encs]
