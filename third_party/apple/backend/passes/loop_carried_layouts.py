@@ -105,9 +105,14 @@ def _retype_loop(fn: Function, loop: Op) -> None:
         new_of[id(res_back.result)] = res
     targets = set(slots.values())
     _propagate(body, new_of, targets)
-    for slot in slots:
+    for slot, target in slots.items():
         y = yield_op.operands[slot]
-        yield_op.operands[slot] = new_of[id(y)]  # the analysis above guarantees it is there
+        twin = new_of.get(id(y))
+        if twin is None or twin.type.encoding != target:  # the analysis says it is there; converting is the
+            cvt = convert_layout(y, args[slot].type, yield_op.loc, f"{y.name}_rows")  # safe way if not
+            insert_before(yield_op, cvt)
+            twin = cvt.result
+        yield_op.operands[slot] = twin
     after = loop.parent.ops[loop.parent.ops.index(loop) + 1:]
     _propagate(after, new_of, targets)
     _drop_dead(fn)
