@@ -9,13 +9,14 @@ conversion two barriers through threadgroup memory.
 For every 1-D tensor carried by a loop that also carries an MMA-layout tensor, this pass computes the value it
 yields in that MMA's slice layout instead, when it can be without converting anything: from the carried values
 themselves, from values converted out of that layout, and from splats and constants, through elementwise
-ops. If every such vector of the loop can, they are carried in the slice layout; the conversions of them in the
-body read the new values, and what the old ones fed becomes dead and goes. Users after the loop get one
+ops. Such vectors whose old-layout values nothing else reads (an address computation, a store, a branch would
+need a conversion back on every step) are carried in the slice layout; the conversions of them in the body
+read the new values, and what the old ones fed becomes dead and goes. Users after the loop get one
 conversion back.
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Set
+from typing import Dict, List, Optional, Set, Tuple
 
 from ..ir import Function, Module, Op, Value
 from ..ir.types import AppleMmaEncoding, BlockedEncoding, Encoding, SliceEncoding, TensorType
@@ -28,6 +29,7 @@ _PURE = ("ttg.convert_layout", "tt.expand_dims", "tt.broadcast", "tt.splat", "ar
 
 def loop_carried_layouts(module: Module) -> None:
     for fn in module.functions:
+        _drop_dead(fn)  # the old-layout twins earlier passes left behind are not uses
         for loop in [o for o in fn.walk() if o.name == "scf.for"]:
             _retype_loop(fn, loop)
 
@@ -47,19 +49,43 @@ def _slots(loop: Op) -> Dict[int, Encoding]:
     return out
 
 
-def _in_new_layout(body: List[Op], carried: Dict[int, Value], targets: Set[Encoding]) -> Dict[int, Value]:
+def _in_new_layout(body: List[Op], carried: Dict[int, Value],
+                   targets: Set[Encoding]) -> Tuple[Set[int], Dict[int, Set[int]]]:
     """Which values of the loop body (by id) can be had in a target layout without converting: the carried
     ones, what a conversion from a target layout produced, and elementwise ops of such values, splats and
-    constants. Maps id(value) -> the value it is computed from (a marker, for the analysis)."""
-    known: Dict[int, Value] = {id(v): v for v in carried.values()}
+    constants; and, for each, the carried slots it is computed from."""
+    known: Set[int] = {id(v) for v in carried.values()}
+    deps: Dict[int, Set[int]] = {id(v): {slot} for slot, v in carried.items()}
     for op in body:
         if op.name == "ttg.convert_layout" and op.operands[0].type.encoding in targets:
-            known[id(op.result)] = op.operands[0]
+            known.add(id(op.result))
+            deps[id(op.result)] = set()
         elif is_elementwise(op) and len(op.result.type.shape) == 1 and \
                 any(id(x) in known for x in op.operands) and \
                 all(id(x) in known or not isinstance(x.type, TensorType) or _rebuildable(x) for x in op.operands):
-            known[id(op.result)] = op.result
-    return known
+            known.add(id(op.result))
+            deps[id(op.result)] = set().union(*(deps.get(id(x), set()) for x in op.operands))
+    return known, deps
+
+
+def _worth_moving(body: List[Op], yield_op: Op, slots: Dict[int, Encoding], carried: Dict[int, Value],
+                  known: Set[int], deps: Dict[int, Set[int]]) -> Set[int]:
+    """The slots whose old-layout values (the carried value and what is computed from it) are read only where
+    the new layout serves: by elementwise ops that get twins, conversions into the new layout, and the yield. A
+    slot read elsewhere (an address computation, a store, a nested region) would need a conversion back on
+    every step, which is worse than leaving it."""
+    bad: Set[int] = set()
+    targets = set(slots.values())
+    for v in list(carried.values()) + [r for op in body for r in op.results]:
+        if id(v) not in known or not deps.get(id(v)):
+            continue
+        for user, idx in uses(body, v):
+            fine = (is_elementwise(user) and id(user.result) in known) or \
+                (user.name == "ttg.convert_layout" and user.result.type.encoding in targets) or \
+                (user is yield_op and idx in slots)
+            if not fine:
+                bad |= deps[id(v)]
+    return set(slots) - bad
 
 
 def _rebuildable(v: Value) -> bool:
@@ -74,10 +100,13 @@ def _retype_loop(fn: Function, loop: Op) -> None:
     body = body_block.ops
     yield_op = body[-1]
     args = body_block.args[1:]
-    # keep the slots whose yielded value the others (and splats, constants) make in the new layout
+    # keep the slots whose yielded value the others (and splats, constants) make in the new layout, and whose
+    # old-layout values nothing else reads
     while slots:
-        known = _in_new_layout(body, {s: args[s] for s in slots}, set(slots.values()))
-        keep = {s: t for s, t in slots.items() if id(yield_op.operands[s]) in known}
+        carried = {s: args[s] for s in slots}
+        known, deps = _in_new_layout(body, carried, set(slots.values()))
+        worth = _worth_moving(body, yield_op, slots, carried, known, deps)
+        keep = {s: t for s, t in slots.items() if id(yield_op.operands[s]) in known and s in worth}
         if keep == slots:
             break
         slots = keep
