@@ -113,3 +113,43 @@ def test_early_return_per_row(device):
     ref = torch.softmax(x.cpu(), dim=1)
     ref[labels.cpu() == -100] = 0
     torch.testing.assert_close(out.cpu(), ref, rtol=1e-5, atol=1e-6)
+
+
+@triton.jit
+def dot_then_early_exit(a_ptr, b_ptr, c_ptr, rows_ptr, flag, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr):
+    """The dot's result, its row maxima and a value carried through a loop are read after an early return,
+    in another block: the Apple passes must see those reads when they retype values."""
+    rm = tl.arange(0, M)
+    rn = tl.arange(0, N)
+    rk = tl.arange(0, K)
+    acc = tl.zeros([M, N], dtype=tl.float32)
+    m_i = tl.zeros([M], dtype=tl.float32) - float("inf")
+    for k0 in range(0, 2 * K, K):
+        a = tl.load(a_ptr + rm[:, None] * 2 * K + (k0 + rk)[None, :])
+        b = tl.load(b_ptr + (k0 + rk)[:, None] * N + rn[None, :])
+        s = tl.dot(a, b)
+        m_i = tl.maximum(m_i, tl.max(s, 1))
+        acc = acc + s * 0.5
+    if flag != 0:
+        return
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc)
+    tl.store(rows_ptr + rm, m_i)
+
+
+@pytest.mark.parametrize("flag", [0, 1])
+def test_dot_results_read_after_an_early_return(flag, device):
+    g = torch.Generator().manual_seed(14)
+    M, N, K = 32, 32, 32
+    a = torch.randn(M, 2 * K, generator=g).half()
+    b = torch.randn(2 * K, N, generator=g).half()
+    c = torch.full((M, N), -5.0, device=device)
+    rows = torch.full((M, ), -5.0, device=device)
+    dot_then_early_exit[(1, )](a.to(device), b.to(device), c, rows, flag, M=M, N=N, K=K)
+    s0 = a[:, :K].float() @ b[:K].float()
+    s1 = a[:, K:].float() @ b[K:].float()
+    if flag:
+        assert (c.cpu() == -5).all() and (rows.cpu() == -5).all()
+    else:
+        torch.testing.assert_close(c.cpu(), (s0 + s1) * 0.5, atol=1e-2, rtol=1e-3)
+        torch.testing.assert_close(rows.cpu(), torch.maximum(s0.max(1).values, s1.max(1).values), atol=1e-2,
+                                   rtol=1e-3)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..ir import Module, Op
 from ..ir.types import TensorType
-from .rewrite import insert_before, uses
+from .rewrite import function_ops, insert_before, uses
 
 
 def _narrowing(op: Op) -> bool:
@@ -31,7 +31,7 @@ def casts_around_moves(module: Module) -> int:
     """Apply the rewrite everywhere in `module`; returns how many cast/conversion pairs were swapped."""
     count = 0
     for fn in module.functions:
-        all_ops = [o for b in fn.body.blocks for o in b.ops]
+        all_ops = function_ops(fn)
         for cast in [o for o in fn.walk() if o.name in ("arith.truncf", "tt.fp_to_fp", "arith.extf")]:
             cvt = cast.operands[0].owner
             if not isinstance(cvt, Op) or cvt.name != "ttg.convert_layout":

@@ -23,7 +23,7 @@ from ..ir import Function, Module, Op, Value
 from ..ir.types import BlockedEncoding, SliceEncoding, TensorType
 from ..layouts import LayoutService, LinearLayout
 from ..target import SIMD_WIDTH
-from .rewrite import insert_after, insert_before, uses
+from .rewrite import function_ops, insert_after, insert_before, uses
 
 MAX_REPLICATION = 4
 MAX_REGS = 16
@@ -101,7 +101,7 @@ class _Rewriter:
         return res
 
     def try_load(self, load: Op) -> bool:
-        self.top = [o for b in self.fn.body.blocks for o in b.ops]
+        self.top = function_ops(self.fn)
         res = load.result
         if not isinstance(res.type, TensorType) or load.attrs.get("isVolatile") in (True, "true"):
             return False

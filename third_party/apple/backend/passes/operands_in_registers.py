@@ -22,7 +22,7 @@ from typing import Dict, List, Optional, Tuple
 
 from ..ir import Block, Function, Module, Op, Value
 from ..ir.types import AppleMmaEncoding, DotOperandEncoding, Encoding, MemDescType, SliceEncoding, TensorType
-from .rewrite import convert_layout, insert_after, insert_before, uses
+from .rewrite import convert_layout, function_ops, insert_after, insert_before, uses
 
 MAX_OPERAND_REGS = 128  # fragment elements per thread an operand may keep in registers across a loop
 
@@ -178,14 +178,14 @@ def _sink(fn: Function, cvt: Op, consumers: Dict[int, Op], rebuild: _Rebuilder, 
                 regs = convert_layout(src, TensorType(src.type.shape, src.type.element, frag), user.loc,
                                       f"{user.result.name}_frags")
                 insert_before(user, regs)
-                for u, i in list(uses(fn.body.entry.ops, user.result)):
+                for u, i in list(uses(function_ops(fn), user.result)):
                     u.operands[i] = regs.result
                 block.ops.remove(user)
     _drop_unused_converts(fn)
 
 
 def _feeds_only(fn: Function, alloc: Op, consumers: Dict[int, Op], mma: AppleMmaEncoding) -> bool:
-    readers = list(uses(fn.body.entry.ops, alloc.result))
+    readers = list(uses(function_ops(fn), alloc.result))
     return bool(readers) and all(
         i == 0 and id(u) in consumers and u.result.type.encoding == mma for u, i in readers)
 
@@ -198,7 +198,7 @@ def _drop_unused_converts(fn: Function) -> None:
         if isinstance(inner, Op) and inner.name == "ttg.convert_layout":
             first = inner.operands[0]
             if first.type == op.result.type:
-                for u, i in list(uses(fn.body.entry.ops, op.result)):
+                for u, i in list(uses(function_ops(fn), op.result)):
                     u.operands[i] = first
             else:
                 op.operands[0] = first
@@ -206,7 +206,7 @@ def _drop_unused_converts(fn: Function) -> None:
     while changed:
         changed = False
         for op in [o for o in fn.walk() if o.name == "ttg.convert_layout"]:
-            if not list(uses(fn.body.entry.ops, op.result)):
+            if not list(uses(function_ops(fn), op.result)):
                 op.parent.ops.remove(op)
                 changed = True
 
@@ -237,7 +237,7 @@ def _hoist_invariant_operands(fn: Function) -> None:
     """A shared buffer filled before the loops whose dots read it (as the same operand, with the same
     encoding) becomes the fragments in registers, converted once where the buffer was filled."""
     for alloc in [o for o in fn.walk() if o.name == "ttg.local_alloc" and o.operands]:
-        readers = list(uses(fn.body.entry.ops, alloc.result))
+        readers = list(uses(function_ops(fn), alloc.result))
         if not readers or any(u.name != "tt.dot" or not isinstance(u.result.type.encoding, AppleMmaEncoding)
                               for u, _ in readers):
             continue
@@ -270,7 +270,7 @@ def operands_in_registers(module: Module, chains: Dict[str, List[Tuple[Op, Op]]]
                 continue
             if enc.warps_per_cta[1] != 1:
                 continue
-            readers = [u for u, _ in uses(fn.body.entry.ops, producer.result)]
+            readers = [u for u, _ in uses(function_ops(fn), producer.result)]
             if len(readers) != 1 or readers[0].name != "ttg.convert_layout":
                 continue
             _sink(fn, readers[0], {id(consumer): consumer}, rebuild)
@@ -280,7 +280,7 @@ def operands_in_registers(module: Module, chains: Dict[str, List[Tuple[Op, Op]]]
             for res in loop.results:
                 if not isinstance(res.type, TensorType) or not isinstance(res.type.encoding, AppleMmaEncoding):
                     continue
-                readers = [u for u, _ in uses(fn.body.entry.ops, res)]
+                readers = [u for u, _ in uses(function_ops(fn), res)]
                 if len(readers) == 1 and readers[0].name == "ttg.convert_layout" and readers[0].parent is loop.parent:
                     _sink(fn, readers[0], {}, rebuild, cheap_only=True)
         _hoist_invariant_operands(fn)

@@ -1,9 +1,9 @@
 """Small IR-editing helpers for the Apple passes: creating ops, inserting them, replacing uses."""
 from __future__ import annotations
 
-from typing import Iterable, Optional
+from typing import Iterable, List, Optional
 
-from ..ir import Block, Op, Value
+from ..ir import Block, Function, Op, Value
 from ..ir.types import Type
 
 
@@ -23,6 +23,12 @@ def insert_after(anchor: Op, op: Op) -> None:
     block: Block = anchor.parent
     block.ops.insert(block.ops.index(anchor) + 1, op)
     op.parent = block
+
+
+def function_ops(fn: Function) -> List[Op]:
+    """The top-level ops of every block of `fn` (a function with early returns has several blocks): the roots
+    to give `uses` and `replace_uses` when a value may be read anywhere in the function."""
+    return [op for block in fn.body.blocks for op in block.ops]
 
 
 def uses(root_ops: Iterable[Op], v: Value):
