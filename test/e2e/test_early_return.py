@@ -7,10 +7,10 @@ import triton.language as tl
 
 
 @triton.jit(noinline=True)
-def _scale_or_record(x_ptr, v, n):
+def _scale_or_record(record_ptr, v, n):
     if n < 0:
         return v * 2
-    tl.store(x_ptr + 100, v)
+    tl.store(record_ptr, v)
     return v + 1
 
 
@@ -28,7 +28,8 @@ def nested_returns(x_ptr, n, m, BLOCK: tl.constexpr):
         v = v + 1
     else:
         v = v - 1
-    w = _scale_or_record(x_ptr, tl.sum(v), m - 4)
+    # Each program records into its own slot (x[100 + pid], a block no program runs): programs have no order.
+    w = _scale_or_record(x_ptr + 100 + pid, tl.sum(v), m - 4)
     tl.store(x_ptr + offs, v + w)
 
 
@@ -50,7 +51,7 @@ def _nested_returns_ref(x, n, m, grid, block=32):
         if m - 4 < 0:
             w = t * 2
         else:
-            x[100] = t
+            x[100 + pid] = t
             w = t + 1
         x[s] = v + w
     return x
