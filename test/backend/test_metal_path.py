@@ -161,6 +161,22 @@ def test_device_assert_is_read_back(mps):
         assert_kernel[(1, )](x, BLOCK=32, debug=True)
 
 
+@triton.jit
+def ticket_kernel(counter_ptr, out_ptr, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + i, tl.atomic_add(counter_ptr + tl.zeros_like(i), 1, sem="relaxed"))
+
+
+def test_locked_64bit_atomics_bind_the_lock_table(mps):
+    counter = torch.tensor([2**32 - 3], dtype=torch.int64)
+    out = torch.zeros(64, dtype=torch.int64)
+    ticket_kernel[(2, )](counter, out, BLOCK=32)
+    assert counter.item() == 2**32 - 3 + 64
+    assert sorted(out.tolist()) == list(range(2**32 - 3, 2**32 - 3 + 64))
+    table = mps.dispatches[-1].args[-1]  # the lock table: the last slot, all free again
+    assert table.numel() == drv.atomic_locks.LOCK_WORDS and not table.any()
+
+
 # ------------------------------------------------------------------------------------------------
 # Error paths
 

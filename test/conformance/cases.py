@@ -3,6 +3,7 @@ refused with a clear message. `test_conformance.py` runs every cell; `tools/cove
 same cells into docs/coverage.md."""
 from __future__ import annotations
 
+import collections
 import functools
 import operator
 from dataclasses import dataclass
@@ -281,9 +282,17 @@ def _atomic_kernel(t_ptr, v_ptr, old_ptr, n, OP: tl.constexpr, BLOCK: tl.constex
         old = tl.atomic_or(p, v, mask=m)
     elif OP == "xor":
         old = tl.atomic_xor(p, v, mask=m)
+    elif OP == "cas":  # the first update of a slot wins (its start value is 0); the others read the winner's
+        old = tl.atomic_cas(p, tl.zeros_like(v), v)
     else:
         old = tl.atomic_xchg(p, v, mask=m)
     tl.store(old_ptr + i, old, mask=m)
+
+
+def _one_order(start, olds: list, vals: list, final, f) -> bool:
+    """Whether the values an atomic read ("old") and wrote are those of its updates made one at a time in some
+    order: then {start} + {f(old, v)} and {old} + {final} are the same multiset."""
+    return collections.Counter([start] + [f(o, v) for o, v in zip(olds, vals)]) == collections.Counter(olds + [final])
 
 
 def _atomic_runner(op: str, dtype: str, device: str):
@@ -297,8 +306,18 @@ def _atomic_runner(op: str, dtype: str, device: str):
         t0 = t.clone()
         old = torch.empty_like(v)
         _atomic_kernel[(triton.cdiv(N, 64), )](t, v, old, N, OP=op, BLOCK=64)
+        bits = torch.iinfo(v.dtype).bits if not v.is_floating_point() else 0
+        wrap = (lambda x: x % 2**bits if dtype.startswith("uint") else (x + 2**(bits - 1)) % 2**bits - 2**(bits - 1))
+        update = {"add": (lambda o, x: wrap(o + x)) if bits else (lambda o, x: o + x), "max": max, "min": min,
+                  "and": lambda a, b: a & b, "or": lambda a, b: a | b, "xor": lambda a, b: a ^ b,
+                  "xchg": lambda o, x: x, "cas": lambda o, x: x if o == 0 else o}[op]
         for slot in range(4):
-            vals = v[slot::4].cpu()
+            vals, olds = v[slot::4].cpu(), old[slot::4].cpu().tolist()
+            start, final = t0[slot].item(), t[slot].item()
+            # every f(old, v) is exact on the host for integers, exchanges and float64 (software float64 rounds
+            # as the host's doubles do); float32/float16 sums round in their own type
+            if not v.is_floating_point() or op in ("xchg", "cas") or dtype == "float64":
+                assert _one_order(start, olds, vals.tolist(), final, update), (slot, "old values")
             if op == "add" and v.is_floating_point():
                 ref = t0[slot].cpu().double() + vals.double().sum()
                 # the additions happen in any order, each rounded to the element type: at most half an ulp of
@@ -307,17 +326,14 @@ def _atomic_runner(op: str, dtype: str, device: str):
                 bound = len(vals) * eps * (vals.double().abs().sum() + t0[slot].cpu().double().abs())
                 assert abs(t[slot].cpu().double() - ref) <= bound, (slot, t[slot].item(), ref.item())
             elif op == "add":  # integer sums wrap
-                ref = (t0[slot].cpu().to(torch.int64) + vals.to(torch.int64).sum()).to(v.dtype)
-                assert t[slot].item() == ref.item()
-            elif op == "xchg":
-                assert t[slot].item() in set(vals.tolist())
+                assert final == wrap(start + sum(vals.tolist()))
+            elif op in ("xchg", "cas"):
+                assert final in set(vals.tolist())
             else:
-                fn = {"max": max, "min": min, "and": lambda a, b: a & b, "or": lambda a, b: a | b,
-                      "xor": lambda a, b: a ^ b}[op]
-                acc = t0[slot].item()
+                acc = start
                 for x in vals.tolist():
-                    acc = fn(acc, x)
-                assert t[slot].item() == acc, (slot, t[slot].item(), acc)
+                    acc = update(acc, x)
+                assert final == acc, (slot, final, acc)
 
     return run
 
@@ -582,16 +598,12 @@ def all_cells(device: str):
             if op == "xor_sum" and dt in FLOAT_DTYPES:
                 continue
             cells.append(Cell("reduce/scan", op, dt, _reduce_runner(op, dt, device)))
-    for op in ("add", "max", "min", "and", "or", "xor", "xchg"):
-        for dt in ("int32", "uint32", "int64", "float32", "float16"):
-            if op in ("and", "or", "xor") and dt in ("float32", "float16"):
+    for op in ("add", "max", "min", "and", "or", "xor", "xchg", "cas"):
+        for dt in ("int32", "uint32", "int64", "float32", "float64", "float16"):
+            if op in ("and", "or", "xor") and dt in ("float32", "float64", "float16"):
                 continue
             refused, by = None, "apple"
-            if dt == "int64" and op in ("add", "and", "or", "xor"):  # the cell's kernel stores the old value
-                refused = rf"64-bit atomic {op} whose old value is used is not supported"
-            elif dt == "int64":
-                refused = r"64-bit atomic \w+ (whose old value is used )?is not supported"
-            elif dt == "float16" and op != "add":  # Triton's frontend itself allows only atomic_add on fp16
+            if dt == "float16" and op not in ("add", "cas"):  # Triton's frontend allows only atomic_add on fp16
                 refused, by = rf"atomic_{op} does not support fp16", "triton"
             cells.append(Cell("atomics", op, dt, _atomic_runner(op, dt, device), refused, by))
     for dt in ALL_DTYPES:

@@ -110,45 +110,6 @@ def test_16bit_compare_and_swap(dtype, device):
     assert out.cpu().tolist() == [1.5, 2.0, 1.5, -0.0, 1.5]
 
 
-@triton.jit
-def rmw64(h_ptr, v_ptr, idx_ptr, n, OP: tl.constexpr, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    m = offs < n
-    i = tl.load(idx_ptr + offs, mask=m, other=0)
-    v = tl.load(v_ptr + offs, mask=m, other=0)
-    if OP == "add":
-        tl.atomic_add(h_ptr + i, v, mask=m)
-    elif OP == "and":
-        tl.atomic_and(h_ptr + i, v, mask=m)
-    elif OP == "or":
-        tl.atomic_or(h_ptr + i, v, mask=m)
-    elif OP == "xor":
-        tl.atomic_xor(h_ptr + i, v, mask=m)
-    else:
-        tl.atomic_max(h_ptr + i, v, mask=m)
-
-
-@pytest.mark.parametrize("op", ["add", "and", "or", "xor"])
-def test_64bit_integer_atomics_are_exact_under_contention(op, device):
-    import functools
-    import operator
-    n = 3000
-    idx = torch.randint(0, 5, (n, ), dtype=torch.int32)
-    v = torch.randint(-2**62, 2**62, (n, ), dtype=torch.int64)  # carries cross the 32-bit halves
-    start = -1 if op == "and" else 0
-    h = torch.full((5, ), start, dtype=torch.int64, device=device)
-    rmw64[(24, )](h, v.to(device), idx.to(device), n, OP=op, BLOCK=128)
-    fn = {"add": operator.add, "and": operator.and_, "or": operator.or_, "xor": operator.xor}[op]
-    ref = [functools.reduce(fn, [int(x) for x, j in zip(v, idx) if j == s], start) for s in range(5)]
-    assert h.cpu().tolist() == [(r + 2**63) % 2**64 - 2**63 for r in ref]
-
-
-def test_64bit_atomic_max_is_refused_naming_the_family():
-    h = torch.zeros(4, dtype=torch.int64)
-    with pytest.raises(UnsupportedFeatureError, match=r"64-bit atomic max is not supported on apple7 \(M1\)"):
-        rmw64[(1, )](h, torch.ones(4, dtype=torch.int64), torch.zeros(4, dtype=torch.int32), 4, OP="max", BLOCK=4)
-
-
 # What upstream's tensor-descriptor loads become (tutorial 06): the masked load's `other` is an `arith.select`
 # between two constant tiles on a scalar i1 (the descriptor's padding flag); axis analysis once crashed on it.
 _SELECT_OTHER = """

@@ -22,6 +22,9 @@ from typing import Any, Callable, List, Optional, Sequence, Tuple
 from .errors import KernelArgError
 
 # The parameter of the packed-scalars buffer, as launchers bind it: a tensor of 32-bit words.
+# Slot kinds of the buffers the backend adds after the arguments, which the launch binds itself: the debug
+# buffer of tl.device_print/device_assert (debug_buffer.py) and the lock table of 64-bit atomics (atomic_locks.py)
+ADDED_KINDS = ("debug", "locks")
 PACKED_PARAM = {"name": "tt_scalars", "kind": "pointer", "msl_type": "constant uint*", "triton_type": "*u32"}
 
 
@@ -29,7 +32,8 @@ PACKED_PARAM = {"name": "tt_scalars", "kind": "pointer", "msl_type": "constant u
 class ArgumentPlan:
     """Which launch value each buffer slot of one kernel takes."""
     kernel: str
-    # (position in the prepared arguments, MSL parameter) for each buffer slot but the debug buffer, in slot order
+    # (position in the prepared arguments, MSL parameter) for each buffer slot but the ones the backend adds (debug
+    # buffer, lock table), in slot order
     slots: List[Tuple[int, dict]]
     # the scalars packed into the PACKED_PARAM buffer (its slot is in `slots`, taking the last prepared argument)
     packed: List[Tuple[int, dict]]
@@ -49,7 +53,7 @@ class ArgumentPlan:
 def plan_arguments(kernel_name: str, signature: dict, params: List[dict]) -> ArgumentPlan:
     """The plan of a kernel whose Triton signature is `signature` (name -> type, as `src.signature`) and whose
     MSL parameters are `params`, listed in argument order."""
-    params = [p for p in params if p["kind"] != "debug"]
+    params = [p for p in params if p["kind"] not in ADDED_KINDS]
     items = list(signature.items())
     if any(isinstance(ty, tuple) or _is_descriptor(ty) for _, ty in items):
         count = len(_flat_types([ty for _, ty in items]))

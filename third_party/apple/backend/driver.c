@@ -81,7 +81,8 @@ enum {
 enum { S_BOOL, S_CHAR, S_SHORT, S_INT, S_LONG, S_HALF, S_BFLOAT, S_FLOAT, S_COUNT };
 
 typedef struct {
-  Py_ssize_t pos; /* index into the launch's args tuple; -1: the `extra` argument (the debug buffer) */
+  Py_ssize_t pos; /* index into the launch's args tuple; -1 - k: item k of the `extra` tuple (the buffers the
+                     backend adds: debug buffer, lock table) */
   uint32_t slot;
   uint32_t kind;
   uint32_t scalar;
@@ -165,7 +166,7 @@ static PyObject *make_plan(PyObject *self, PyObject *args) {
                           "scalar, elem_size, readonly, name)", &s->pos, &slot, &kind, &scalar, &elem_size,
                           &readonly, &name))
       goto fail;
-    if (kind > KIND_HOOK || (kind == KIND_SCALAR && scalar >= S_COUNT) || s->pos < -1) {
+    if (kind > KIND_HOOK || (kind == KIND_SCALAR && scalar >= S_COUNT)) {
       PyErr_Format(PyExc_ValueError, "make_plan: bad slot %zd (kind %u, scalar %u, pos %zd)", i, kind, scalar,
                    s->pos);
       goto fail;
@@ -579,6 +580,7 @@ static PyObject *set_config_source(PyObject *self, PyObject *args) {
 }
 
 /* launch(plan, entry, grid, tg, config, args, extra, enter_hook, metadata) -> None | result tuple
+   (`extra`: a tuple of the buffers the backend adds, bound by slots with pos -1, -2, ...)
    config: (host_threads, stack_kb, schedule, seed, ub_mode, timeout_ms), or None: from the environment
    (set_config_source). */
 static PyObject *launch(PyObject *self, PyObject *const *argv, Py_ssize_t argc) {
@@ -631,7 +633,13 @@ static PyObject *launch(PyObject *self, PyObject *const *argv, Py_ssize_t argc) 
     d->name = s->name;
     PyObject *v;
     if (s->pos < 0) {
-      v = extra;
+      Py_ssize_t k = -1 - s->pos;
+      if (!PyTuple_Check(extra) || k >= PyTuple_GET_SIZE(extra)) {
+        PyErr_Format(PyExc_IndexError, "kernel '%s': parameter '%s' is added buffer %zd, but the launch adds %zd",
+                     p->kernel_name, s->name, k, PyTuple_Check(extra) ? PyTuple_GET_SIZE(extra) : (Py_ssize_t)0);
+        goto done;
+      }
+      v = PyTuple_GET_ITEM(extra, k);
     } else if (s->pos < nargs) {
       v = PyTuple_GET_ITEM(args, s->pos);
     } else {

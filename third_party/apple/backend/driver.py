@@ -26,8 +26,8 @@ from typing import Any, List, Optional, Sequence, Tuple, Union
 from triton.backends.compiler import GPUTarget
 from triton.backends.driver import DriverBase
 
-from . import debug_buffer, knobs
-from .arguments import check_scalar, plan_arguments, tensor_argument
+from . import atomic_locks, debug_buffer, knobs
+from .arguments import ADDED_KINDS, check_scalar, plan_arguments, tensor_argument
 from .errors import KernelArgError
 from .host import default_family, mac_gpu_cores, mps_available
 from .target import (MAX_REGS_PER_THREAD, MAX_THREADGROUP_MEMORY, MAX_THREADS_PER_THREADGROUP,
@@ -244,7 +244,7 @@ def _emulator_converter(kernel: str, plan: List[tuple]):
     from . import emulator
 
     def convert(slot: int, value: Any) -> Any:
-        if slot >= len(plan):  # the debug buffer
+        if slot >= len(plan):  # a buffer the backend adds (debug buffer, lock table)
             return value
         _, p = plan[slot]
         if p["kind"] == "pointer":
@@ -274,7 +274,8 @@ class AppleLauncher:
         self.debug_formats = json.loads(getattr(metadata, "debug_formats", "[]") or "[]")
         if getattr(metadata, "soft_f64", False):
             _warn_soft_f64(self.name)
-        self.has_debug = any(p["kind"] == "debug" for p in params)
+        self.internal = [p["kind"] for p in params if p["kind"] in ADDED_KINDS]  # in slot order
+        self.has_debug = "debug" in self.internal
         self._emulator_plans = None  # (EmulatorKernel, its native binding plan)
 
     def bind(self, args: Sequence[Any]) -> List[Any]:
@@ -304,11 +305,9 @@ class AppleLauncher:
         else:
             self.mode = "metal"
             bound = self.bind(self.arguments.prepare(args, METAL_DEVICE))
-            debug = None
-            if self.has_debug:
-                import torch
-                debug = torch.zeros(debug_buffer.BUFFER_WORDS, dtype=torch.int32, device=METAL_DEVICE)
-                bound.append(debug)
+            added = self._internal_buffers(METAL_DEVICE)
+            bound += added
+            debug = added[0] if self.has_debug else None
             if enter_hook is not None:
                 enter_hook(launch_metadata)
             self._dispatch_metal(function, bound, (gridX, gridY, gridZ), threads)
@@ -330,22 +329,27 @@ class AppleLauncher:
         if not (0 <= grid[0] <= 0xFFFFFFFF and 0 <= grid[1] <= 0xFFFFFFFF and 0 <= grid[2] <= 0xFFFFFFFF):
             from .emulator.runtime import _dim3
             _dim3(self.name, grid, "grid", 0)  # raises, saying which dimension
-        debug = None
-        if self.has_debug:
-            import torch
-            debug = torch.zeros(debug_buffer.BUFFER_WORDS, dtype=torch.int32)
+        added = self._internal_buffers("cpu")
         try:
-            kernel.run(plan, grid, (threads, 1, 1), args, debug, enter_hook, launch_metadata)
+            kernel.run(plan, grid, (threads, 1, 1), args, tuple(added), enter_hook, launch_metadata)
         except Exception as e:
             from .emulator import EmulatorLaunchError
             if isinstance(e, EmulatorLaunchError):
                 e.args = (self.locations.explain(str(e), e.msl_lines), )
             raise
-        return debug
+        return added[0] if self.has_debug else None
+
+    def _internal_buffers(self, device: str) -> list:
+        """The buffers this launch binds after the arguments: a fresh debug buffer, the device's lock table
+        (every lock is free between launches; the emulator writes buffers back only after a launch that
+        succeeded, so a fault cannot leave one taken)."""
+        import torch
+        return [torch.zeros(debug_buffer.BUFFER_WORDS, dtype=torch.int32, device=device) if kind == "debug" else
+                atomic_locks.lock_table(device) for kind in self.internal]
 
     def _emulator_plan(self, kernel, threads: int):
         """The native launcher's binding plan for `kernel` (made on its first launch): buffer slot k takes
-        runtime argument k (constexprs skipped), the debug buffer the last slot."""
+        runtime argument k (constexprs skipped), the buffers the backend adds the last slots."""
         cached = self._emulator_plans
         if cached is not None and cached[0] is kernel:
             return cached[1]
@@ -355,8 +359,7 @@ class AppleLauncher:
             raise EmulatorLaunchError(f"kernel '{self.name}': threadgroup {(threads, 1, 1)} has {threads} threads; "
                                       f"Metal allows 1 to {MAX_THREADS_PER_THREADGROUP}", kernel_name=self.name)
         sources = [(pos, p["kind"], p["msl_type"]) for pos, p in self.plan]
-        if self.has_debug:
-            sources.append((-1, "pointer", "device int*"))
+        sources += [(-1 - k, "pointer", "device int*") for k in range(len(self.internal))]
         plan = kernel.plan(sources, _emulator_converter(self.name, self.plan))
         self._emulator_plans = (kernel, plan)
         return plan
@@ -364,7 +367,7 @@ class AppleLauncher:
     def _dispatch_metal(self, fn, bound, grid, threads):
         import torch
         args = []
-        plan = self.plan + ([(None, {"kind": "pointer", "name": "tt_debug"})] if self.has_debug else [])
+        plan = self.plan + [(None, {"kind": "pointer", "name": kind}) for kind in self.internal]
         for (pos, p), v in zip(plan, bound):
             if p["kind"] == "pointer":
                 if v.device.type != METAL_DEVICE:

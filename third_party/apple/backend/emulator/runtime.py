@@ -584,8 +584,8 @@ class EmulatorKernel:
     def plan(self, sources: Sequence[Tuple[int, str, str]], convert) -> Any:
         """A binding plan for launches whose arguments come positionally, as Triton's launcher gets them.
 
-        ``sources[slot] = (pos, kind, msl_type)``: buffer slot ``slot`` takes launch argument ``pos`` (-1: the
-        ``extra`` argument of :meth:`run`), a tensor when ``kind`` is ``"pointer"``, else a Python number of the
+        ``sources[slot] = (pos, kind, msl_type)``: buffer slot ``slot`` takes launch argument ``pos`` (-1 - k:
+        item k of :meth:`run`'s ``extra``), a tensor when ``kind`` is ``"pointer"``, else a Python number of the
         MSL scalar type ``msl_type``. The launcher binds CPU torch tensors and numbers itself; any other value,
         and any number it refuses, goes to ``convert(slot, value)``, which returns what to bind (a tensor, an
         :class:`Scalar`) or raises the error that names the argument."""
@@ -621,10 +621,11 @@ class EmulatorKernel:
             return want == msl_type or (want in _INTEGER_TYPES and msl_type in _INTEGER_TYPES)
         return True
 
-    def run(self, plan, grid: Tuple[int, int, int], threadgroup: Tuple[int, int, int], args: tuple, extra=None,
-            enter_hook=None, metadata=None, config: Optional[tuple] = None) -> None:
+    def run(self, plan, grid: Tuple[int, int, int], threadgroup: Tuple[int, int, int], args: tuple,
+            extra: tuple = (), enter_hook=None, metadata=None, config: Optional[tuple] = None) -> None:
         """One launch with a plan (:meth:`plan`): grid and threadgroup checked 3-tuples, ``args`` the launch
-        arguments, ``enter_hook(metadata)`` called once the arguments are bound, just before the kernel starts.
+        arguments, ``extra`` the buffers the plan binds by negative positions, ``enter_hook(metadata)`` called
+        once the arguments are bound, just before the kernel starts.
         ``config``: :func:`launch_config`'s tuple, or None for the knobs' settings. Raises
         :class:`EmulatorLaunchError` on any failure; buffers are written back only on success."""
         entry = _LIBRARIES.acquire(self)

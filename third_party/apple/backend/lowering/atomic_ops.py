@@ -2,8 +2,9 @@
 
 Metal offers only relaxed atomics, on 32-bit integers (device and threadgroup memory) and 32-bit floats
 (add/sub/exchange, device memory). 16-bit float add and 16-bit compare-and-swap update their half of the
-containing 32-bit word with a compare-and-swap loop (msl_helpers: tt_atomic_add16, tt_atomic_cas16). Triton's acquire/release semantics are built from relaxed atomics plus
-device-scope fences around them. Each element's atomic is performed by exactly one thread (the owner);
+containing 32-bit word with a compare-and-swap loop (msl_helpers: tt_atomic_add16, tt_atomic_cas16); 64-bit
+ones take one of the forms wide_atomics.py chooses (two 32-bit words, Apple9's ulong min/max, or a lock).
+Triton's acquire/release semantics are built from relaxed atomics plus device-scope fences around them. Each element's atomic is performed by exactly one thread (the owner);
 when the result is used and the layout replicates elements, the owner shares it through threadgroup
 memory. Float compare-and-swap compares bit patterns, as Triton's does (a float CAS loop would spin
 forever on NaN).
@@ -19,6 +20,7 @@ from .emitter import FunctionEmitter, Lowered, elem_type, is_tensor
 from .msl_types import elem_bytes
 from .registry import OpFamily
 from .shared_memory import index_expr, row_major_strides
+from .wide_atomics import is_wide, lock_free_form
 
 FAMILY = OpFamily("atomic")
 
@@ -49,33 +51,38 @@ def _atomic_type(em: FunctionEmitter, op: Op, kind: str, ty: ScalarType) -> tupl
     if ty.name in ("f16", "bf16"):
         raise em.unsupported(f"atomic {kind} on {ty.name} is not supported: Metal has no 16-bit atomics and "
                              "only add and compare-and-swap are built from 32-bit ones")
-    raise em.unsupported(f"atomic {kind} on {ty.name} is not supported: Metal atomics are 32-bit "
-                         "(64-bit atomics exist only as ulong min/max on Apple9 and are not used yet)")
+    raise em.unsupported(f"atomic {kind} on {ty.name} is not supported: Metal atomics are 32-bit")
 
 
-_WIDE_HELPERS = {"add": ("tt_atomic_add64", "tt_atomic_add64"), "and": ("tt_atomic_bits64", "tt_atomic_and64"),
+_WORD_HELPERS = {"add": ("tt_atomic_add64", "tt_atomic_add64"), "and": ("tt_atomic_bits64", "tt_atomic_and64"),
                  "or": ("tt_atomic_bits64", "tt_atomic_or64"), "xor": ("tt_atomic_bits64", "tt_atomic_xor64")}
 
 
-def _wide_atomic(em: FunctionEmitter, op: Op, kind: str) -> str:
-    """The MSL call (a format string over `ptr` and `value`) of a 64-bit integer RMW, or a clear refusal.
-    add/and/or/xor are exact on two 32-bit words; unsigned min/max are native on families that have
-    64-bit atomic min/max (Apple9). None of them yields an atomic old value, so the result must be unused."""
-    fam = family(em.ctx.options.arch)
-    if op.results and id(op.result) in em.ctx.used_values:
-        raise em.unsupported(f"64-bit atomic {kind} whose old value is used is not supported: Metal has no 64-bit "
-                             "atomic read-modify-write returning the old value; use 32-bit atomics or drop the "
-                             "result")
-    if kind in _WIDE_HELPERS:
-        helper, fn = _WIDE_HELPERS[kind]
+def _wide_atomic(em: FunctionEmitter, op: Op, kind: str):
+    """`call(ptr, value, cmp) -> MSL` for a 64-bit RMW or CAS (`kind` "cas") of element `ptr` (wide_atomics.py
+    says which form), and whether the call yields the old value. Operands and results are the elements' own
+    MSL types (long, tt_double); the locked helpers take and return their 64 bits."""
+    ty = elem_type(op.operands[1])
+    form = "locked" if em.ctx.uses_locks else lock_free_form(op, family(em.ctx.options.arch), em.ctx.used_values)
+    if form == "words":
+        helper, fn = _WORD_HELPERS[kind]
         em.ctx.require(helper)
-        return fn + "((device long*){ptr}, long({value}))"
-    if kind in ("umax", "umin") and fam.atomic_ulong_min_max:
+        return (lambda ptr, value, cmp: f"{fn}((device long*){ptr}, long({value}))"), False
+    if form == "native":
         fn = "atomic_max_explicit" if kind == "umax" else "atomic_min_explicit"
-        return fn + "((device atomic_ulong*){ptr}, ulong({value}), memory_order_relaxed)"
-    raise em.unsupported(f"64-bit atomic {kind} is not supported on {fam.name} ({fam.chips}): Metal offers only "
-                         "unsigned 64-bit min/max, on Apple9 (M3/M4); add/and/or/xor are built from 32-bit "
-                         "atomics; exchange, compare-and-swap and signed min/max have no correct form")
+        return (lambda ptr, value, cmp: f"{fn}((device atomic_ulong*){ptr}, ulong({value}), memory_order_relaxed)"), False
+    fn = em.ctx.require_locked_atomic64(kind)
+    soft = ty.name == "f64"
+
+    def bits(x: str) -> str:
+        return f"{x}.bits" if soft else f"as_type<ulong>({x})"
+
+    def call(ptr: str, value: str, cmp: str) -> str:
+        operands = [bits(cmp)] if kind == "cas" else []
+        text = f"{fn}(tt_locks, (device ulong*){ptr}, {', '.join(operands + [bits(value)])})"
+        return f"tt_f64_from_bits({text})" if soft else f"as_type<long>({text})"
+
+    return call, True
 
 
 def _emit_per_owned_element(em: FunctionEmitter, op: Op, body) -> List[Lowered]:
@@ -112,16 +119,17 @@ def _atomic_rmw(em: FunctionEmitter, op: Op) -> None:
     ty = elem_type(op.operands[1])
     ptr, val = em.get(op.operands[0]), em.get(op.operands[1])
     half_add = ty.name in ("f16", "bf16") and kind == "fadd"
-    wide = ty.name == "i64"
+    wide = is_wide(op)
+    returns_old = True
     if wide:
-        helper = _wide_atomic(em, op, kind)
+        wide_call, returns_old = _wide_atomic(em, op, kind)
     atype, vtype = (None, em.ctype(ty)) if half_add or wide else _atomic_type(em, op, kind, ty)
 
     def call_of(r: str, value: str) -> str:
         if half_add:
             return f"{em.ctx.require('tt_atomic_add16')}({ptr.at(r)}, {value})"
         if wide:
-            return helper.format(ptr=ptr.at(r), value=value)
+            return wide_call(ptr.at(r), value, None)
         return f"{_RMW[kind]}((device {atype}*){ptr.at(r)}, {value}, memory_order_relaxed)"
 
     mask = em.get(op.operands[2]) if len(op.operands) > 2 else None
@@ -134,12 +142,12 @@ def _atomic_rmw(em: FunctionEmitter, op: Op) -> None:
             em.open(f"if ({mask.at(r)})")
         value = val.at(r) if vtype == em.ctype(ty) else f"{vtype}({val.at(r)})"
         call = call_of(r, value)
-        if out is not None and not wide:  # 64-bit RMWs return nothing (their result is unused)
-            em.emit(f"{out.at(r)} = {out.ctype}({call});")
+        if out is not None and returns_old:  # the lock-free 64-bit forms return nothing (their result is unused)
+            em.emit(f"{out.at(r)} = {call if wide else out.ctype + '(' + call + ')'};")
         else:
             em.emit(f"{call};")
         if mask is not None:
-            if out is not None and not wide:
+            if out is not None and returns_old:
                 em.else_()
                 em.emit(f"{out.at(r)} = {out.ctype}(0);")
             em.close()
@@ -152,16 +160,20 @@ def _atomic_rmw(em: FunctionEmitter, op: Op) -> None:
 @FAMILY.lowers("tt.atomic_cas")
 def _atomic_cas(em: FunctionEmitter, op: Op) -> None:
     ty = elem_type(op.operands[1])
-    if ty.name not in ("i32", "f32", "f16", "bf16", "i16"):
+    if ty.name not in ("i32", "f32", "f16", "bf16", "i16", "i64", "f64"):
         raise em.unsupported(f"atomic_cas on {ty.name} is not supported: Metal compare-and-swap is 32-bit "
-                             "(16-bit values are swapped inside their 32-bit word)")
+                             "(16-bit values are swapped inside their 32-bit word, 64-bit ones under a lock)")
     ptr, cmp, val = (em.get(v) for v in op.operands[:3])
+    wide_call = _wide_atomic(em, op, "cas")[0] if is_wide(op) else None
     sem = _sem(op)
     if sem in ("release", "acq_rel"):
         em.emit(_FENCE)
     bits = ty.name == "f32"
 
     def body(r, out):
+        if wide_call is not None:
+            em.emit(f"{out.at(r)} = {wide_call(ptr.at(r), val.at(r), cmp.at(r))};")
+            return
         if elem_type(op.operands[1]).bitwidth == 16:
             fn = em.ctx.require("tt_atomic_cas16")
             em.emit(f"{out.at(r)} = {fn}({ptr.at(r)}, {cmp.at(r)}, {val.at(r)});")

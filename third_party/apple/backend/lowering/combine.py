@@ -7,7 +7,6 @@ from typing import List, Sequence
 
 from ..ir import Op, Region, Value
 from ..ir.types import TensorType
-from .context import CONTEXT_PARAMS, DEBUG_PARAM
 from .control_flow_ops import lower_body
 from .emitter import FunctionEmitter, Lowered
 from .msl_types import msl_size
@@ -66,7 +65,7 @@ def _capture_externals(em: FunctionEmitter, sub: FunctionEmitter, region: Region
     if any(o.name in ("tt.print", "tt.assert") for b in region.blocks for top in b.ops for o in top.walk()):
         # device_print/device_assert in the region: it needs the kernel's context (pid, thread, debug buffer)
         em.ctx.uses_smem = True  # the context includes tt_smem
-        for ctype, name in CONTEXT_PARAMS + [DEBUG_PARAM]:
+        for ctype, name in em.ctx.context_params():
             params.append(f"{ctype} {name}")
             captured.append(name)
     return captured

@@ -12,16 +12,18 @@ from ..ir import Function, Module, Op
 from ..ir.core import Location
 from ..ir.types import ScalarType
 from ..layouts import LayoutService
-from ..target import MAX_THREADGROUP_MEMORY, SIMD_WIDTH
+from ..target import MAX_THREADGROUP_MEMORY, SIMD_WIDTH, family
 from . import soft_f64
-from .msl_helpers import helper_text, shuffle_helper
+from .wide_atomics import kernel_needs_locks
+from .msl_helpers import helper_text, locked_atomic64_helper, shuffle_helper
 from .msl_types import buffer_bytes
 from .registry import Lowering
 
 F64 = ScalarType("f64")
 
 # What every MSL function of a kernel can see: the kernel's builtin inputs (passed on to `noinline` callees,
-# which receive them as parameters) and the debug buffer of kernels that print or assert.
+# which receive them as parameters), the debug buffer of kernels that print or assert and the lock table of
+# kernels with locked 64-bit atomics.
 BUILTIN_INPUTS = [
     ("uint3", "tt_pid", "threadgroup_position_in_grid"),
     ("uint3", "tt_nprog", "threadgroups_per_grid"),
@@ -31,6 +33,7 @@ BUILTIN_INPUTS = [
 ]
 CONTEXT_PARAMS = [("threadgroup uchar*", "tt_smem")] + [(t, n) for t, n, _ in BUILTIN_INPUTS]
 DEBUG_PARAM = ("device uint*", "tt_debug")
+LOCKS_PARAM = ("device atomic_uint*", "tt_locks")
 
 
 class KernelContext:
@@ -51,11 +54,20 @@ class KernelContext:
         self.upstream_shared = int(module.attrs.get("ttg.shared", 0))
         self.used_values = {id(v) for f in module.functions for op in f.walk() for v in op.operands}
         self.has_debug = any(op.name in ("tt.print", "tt.assert") for f in module.functions for op in f.walk())
+        self.uses_locks = kernel_needs_locks(module, family(options.arch), self.used_values)
         self._function_names: Dict[str, str] = {}
         self._generated_names: Dict[str, int] = {}
         self._scratch_end = 0  # end of the highest scratch region placed outside upstream's allocation
         self._live: Optional[List[Tuple[int, int, int, int]]] = None
         self._position = op_positions(module)
+
+    def internal_params(self) -> List[Tuple[str, str]]:
+        """(MSL type, name) of the buffers the backend adds after the kernel's arguments, in slot order."""
+        return ([DEBUG_PARAM] if self.has_debug else []) + ([LOCKS_PARAM] if self.uses_locks else [])
+
+    def context_params(self) -> List[Tuple[str, str]]:
+        """What every MSL function of the kernel receives besides its own arguments."""
+        return CONTEXT_PARAMS + self.internal_params()
 
     # -- generated MSL functions -----------------------------------------------------------------
 
@@ -71,6 +83,15 @@ class KernelContext:
     def require_shuffle(self, metal_fn: str, ctype: str) -> str:
         """Ask for the `tt_<metal_fn>` overload (see msl_helpers.shuffle_helper) for MSL type `ctype`."""
         key, name, text = shuffle_helper(metal_fn, ctype)
+        self.helpers.setdefault(key, text)
+        return name
+
+    def require_locked_atomic64(self, kind: str) -> str:
+        """Ask for `tt_atomic64_<kind>` (see msl_helpers.locked_atomic64_helper) and what it calls."""
+        self.require("tt_lock64")
+        if kind == "fadd":
+            self.require("tt_f64_core")
+        key, name, text = locked_atomic64_helper(kind)
         self.helpers.setdefault(key, text)
         return name
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import List, Sequence
 
 from ..ir import Block, Op, Region, Value
-from .context import CONTEXT_PARAMS, DEBUG_PARAM
 from .emitter import FunctionEmitter, Lowered
 from .registry import OpFamily
 
@@ -138,7 +137,7 @@ def _call(em: FunctionEmitter, op: Op) -> None:
         else:
             arg_text.append(a.name)
     arg_text += [r.name for r in results]
-    arg_text += [name for _, name in CONTEXT_PARAMS + ([DEBUG_PARAM] if em.ctx.has_debug else [])]
+    arg_text += [name for _, name in em.ctx.context_params()]
     em.emit(f"{name}({', '.join(arg_text)});")
 
 

@@ -13,6 +13,8 @@ above miscompiles `signbit` of a float widened from bfloat16 on x86-64 (the emul
 """
 from __future__ import annotations
 
+from ..atomic_locks import LOCK_WORDS
+
 HELPERS = {
     "tt_sdiv":
     """template <typename T> static inline T tt_sdiv(T a, T b) {
@@ -261,6 +263,35 @@ static inline void tt_atomic_xor64(device long* p, long v) {
     atomic_fetch_xor_explicit(&w[0], uint(u), memory_order_relaxed);
     atomic_fetch_xor_explicit(&w[1], uint(u >> 32), memory_order_relaxed);
 }""",
+    # The lock of a 64-bit element and the read and write of its halves under it (backend/atomic_locks.py,
+    # lowering/wide_atomics.py). Each lock is a word of the kernel's lock table: 0 free, 1 taken. The fences
+    # order the element's accesses after taking the lock and before releasing it.
+    "tt_lock64":
+    f"""static inline device atomic_uint* tt_lock64_for(device atomic_uint* locks, device ulong* p) {{
+    return &locks[(reinterpret_cast<ulong>(p) >> 3) & {LOCK_WORDS - 1}u];
+}}
+static inline bool tt_lock64_try(device atomic_uint* lock) {{
+    uint unlocked = 0u;
+    if (!atomic_compare_exchange_weak_explicit(lock, &unlocked, 1u, memory_order_relaxed, memory_order_relaxed)) {{
+        return false;
+    }}
+    atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
+    return true;
+}}
+static inline void tt_lock64_release(device atomic_uint* lock) {{
+    atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
+    atomic_store_explicit(lock, 0u, memory_order_relaxed);
+}}
+static inline ulong tt_lock64_load(device ulong* p) {{
+    device atomic_uint* w = (device atomic_uint*)p;
+    const uint lo = atomic_load_explicit(&w[0], memory_order_relaxed);
+    return ulong(atomic_load_explicit(&w[1], memory_order_relaxed)) << 32 | lo;
+}}
+static inline void tt_lock64_store(device ulong* p, ulong v) {{
+    device atomic_uint* w = (device atomic_uint*)p;
+    atomic_store_explicit(&w[0], uint(v), memory_order_relaxed);
+    atomic_store_explicit(&w[1], uint(v >> 32), memory_order_relaxed);
+}}""",
     # log1p and expm1 from one log or exp and the value's own rounding error: u = 1 + x (or exp(x)) is rounded,
     # and dividing by the u - 1 actually represented cancels that rounding (Goldberg's and Kahan's forms).
     "tt_log1p":
@@ -435,3 +466,40 @@ def vector_register_helpers(ctype: str, width: int, access: str) -> tuple:
     pack = (f"tt_pack{width}:{ctype}", f"tt_pack{width}",
             f"static inline {access} tt_pack{width}(thread const {ctype}* regs) {{ {pack_body} }}")
     return unpack, pack
+
+
+# The new value of a locked 64-bit read-modify-write (tt_atomic64_<kind>), from the old value `old` and the
+# operand `v`, all as their 64 bits (float64 is software float64, soft_f64.py).
+_LOCKED64_UPDATE = {
+    "add": "old + v", "and": "old & v", "or": "old | v", "xor": "old ^ v",
+    "max": "as_type<long>(old) > as_type<long>(v) ? old : v", "min": "as_type<long>(old) < as_type<long>(v) ? old : v",
+    "umax": "max(old, v)", "umin": "min(old, v)", "xchg": "v", "exch": "v",
+    "fadd": "tt_f64_add(tt_f64_from_bits(old), tt_f64_from_bits(v)).bits",
+}
+
+
+def locked_atomic64_helper(kind: str) -> tuple:
+    """(key, name, text) of `tt_atomic64_<kind>(locks, p, v)` (`cas`: `(locks, p, cmp, v)`): a 64-bit atomic
+    read-modify-write under the element's lock (the `tt_lock64` helper), returning the old value. The lock
+    is taken and released in the same iteration of the loop that tries it, so lanes of a simdgroup that
+    wait for one another's lock (same element, or elements sharing a lock) all make progress."""
+    name = f"tt_atomic64_{kind}"
+    if kind == "cas":
+        params, update = "ulong cmp, ulong v", "if (old == cmp) {\n                tt_lock64_store(p, v);\n            }"
+    else:
+        params, update = "ulong v", f"tt_lock64_store(p, {_LOCKED64_UPDATE[kind]});"
+    text = (f"static inline ulong {name}(device atomic_uint* locks, device ulong* p, {params}) {{\n"
+            "    device atomic_uint* lock = tt_lock64_for(locks, p);\n"
+            "    ulong old = 0;\n"
+            "    bool done = false;\n"
+            "    while (!done) {\n"
+            "        if (tt_lock64_try(lock)) {\n"
+            "            old = tt_lock64_load(p);\n"
+            f"            {update}\n"
+            "            tt_lock64_release(lock);\n"
+            "            done = true;\n"
+            "        }\n"
+            "    }\n"
+            "    return old;\n"
+            "}")
+    return name, name, text
