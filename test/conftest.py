@@ -28,6 +28,14 @@ def compile_for_apple(fn, signature: dict, constexprs: dict = None, num_warps: i
     return triton.compile(src, target=target, options={"num_warps": num_warps, **options})
 
 
+def updates_in_one_order(start, olds: list, vals: list, final, f) -> bool:
+    """The reference check of an atomic read-modify-write whose updates ran in an order nobody knows: if they
+    happened one at a time, the values read ("old") and the values written (f(old, v)) are the same sequence
+    shifted by one, so {start} + {f(old, v)} and {old} + {final} are equal multisets."""
+    import collections
+    return collections.Counter([start] + [f(o, v) for o, v in zip(olds, vals)]) == collections.Counter(olds + [final])
+
+
 @pytest.fixture
 def device():
     return device_name()

@@ -3,7 +3,6 @@ refused with a clear message. `test_conformance.py` runs every cell; `tools/cove
 same cells into docs/coverage.md."""
 from __future__ import annotations
 
-import collections
 import functools
 import operator
 from dataclasses import dataclass
@@ -13,6 +12,8 @@ import torch
 import triton
 import triton.language as tl
 from triton.language.extra import libdevice
+
+from conftest import updates_in_one_order
 
 INT_DTYPES = ["int8", "int16", "int32", "int64", "uint8", "uint32"]
 FLOAT_DTYPES = ["float16", "bfloat16", "float32", "float64"]  # float64: software binary64
@@ -289,12 +290,6 @@ def _atomic_kernel(t_ptr, v_ptr, old_ptr, n, OP: tl.constexpr, BLOCK: tl.constex
     tl.store(old_ptr + i, old, mask=m)
 
 
-def _one_order(start, olds: list, vals: list, final, f) -> bool:
-    """Whether the values an atomic read ("old") and wrote are those of its updates made one at a time in some
-    order: then {start} + {f(old, v)} and {old} + {final} are the same multiset."""
-    return collections.Counter([start] + [f(o, v) for o, v in zip(olds, vals)]) == collections.Counter(olds + [final])
-
-
 def _atomic_runner(op: str, dtype: str, device: str):
     def run(_):
         v = _inputs(dtype, device, 5, positive=op in ("and", "or", "xor"))
@@ -317,7 +312,7 @@ def _atomic_runner(op: str, dtype: str, device: str):
             # every f(old, v) is exact on the host for integers, exchanges and float64 (software float64 rounds
             # as the host's doubles do); float32/float16 sums round in their own type
             if not v.is_floating_point() or op in ("xchg", "cas") or dtype == "float64":
-                assert _one_order(start, olds, vals.tolist(), final, update), (slot, "old values")
+                assert updates_in_one_order(start, olds, vals.tolist(), final, update), (slot, "old values")
             if op == "add" and v.is_floating_point():
                 ref = t0[slot].cpu().double() + vals.double().sum()
                 # the additions happen in any order, each rounded to the element type: at most half an ulp of

@@ -3,10 +3,7 @@ Apple9's native unsigned min/max, and everything else under a lock of the kernel
 (backend/atomic_locks.py). Checked under contention: thousands of updates from many threadgroups on a few
 elements, with the emulator running threadgroups on several host threads at once.
 
-Reference: Python integers and float64. An atomic read-modify-write is correct when its updates happened in
-some order, one at a time: then the values read ("old") and the values written are the same sequence shifted
-by one, so {start} + {f(old, v)} equals {old} + {final} as multisets, whatever the order was."""
-import collections
+Reference: Python integers and float64; old values are checked with conftest.updates_in_one_order."""
 import operator
 import struct
 
@@ -16,6 +13,8 @@ import triton
 import triton.language as tl
 
 from triton.backends.apple import atomic_locks
+
+from conftest import updates_in_one_order
 
 
 @pytest.fixture(autouse=True)
@@ -42,10 +41,6 @@ _INT_OPS = {
     "umax": lambda o, v: _wrap(max(_u64(o), _u64(v))), "umin": lambda o, v: _wrap(min(_u64(o), _u64(v))),
 }
 _FLOAT_OPS = {"add": operator.add, "max": max, "min": min, "xchg": lambda o, v: v}
-
-
-def _one_order(start, olds, vals, final, f) -> bool:
-    return collections.Counter([start] + [f(o, v) for o, v in zip(olds, vals)]) == collections.Counter(olds + [final])
 
 
 @triton.jit
@@ -95,13 +90,13 @@ def _run_rmw(op: str, dtype, use_old: bool, device: str, n: int = 3000, slots: i
 
 
 @pytest.mark.parametrize("op", ["add", "and", "or", "xor", "max", "min", "umax", "umin", "xchg"])
-def test_locked_int64_rmw_returns_old_values_of_one_order(op, device):
+def test_locked_int64_rmw_returns_old_values_ofupdates_in_one_order(op, device):
     start, idx, v, h, old = _run_rmw(op, torch.int64, True, device)
     f = _INT_OPS[op]
     for s in range(h.numel()):
         sel = idx == s
         olds, vals = old[sel].tolist(), v[sel].tolist()
-        assert _one_order(start, olds, vals, h[s].item(), f), f"slot {s}"
+        assert updates_in_one_order(start, olds, vals, h[s].item(), f), f"slot {s}"
         if op != "xchg":  # the final value does not depend on the order
             acc = start
             for x in vals:
@@ -110,14 +105,14 @@ def test_locked_int64_rmw_returns_old_values_of_one_order(op, device):
 
 
 @pytest.mark.parametrize("op", ["add", "max", "min", "xchg"])
-def test_locked_float64_rmw_returns_old_values_of_one_order(op, device):
+def test_locked_float64_rmw_returns_old_values_ofupdates_in_one_order(op, device):
     start, idx, v, h, old = _run_rmw(op, torch.float64, True, device)
     f = _FLOAT_OPS[op]
     for s in range(h.numel()):
         sel = idx == s
         olds, vals = old[sel].tolist(), v[sel].tolist()
         # software float64 rounds like the host's doubles, so every f(old, v) is exact to the bit
-        assert _one_order(start, olds, vals, h[s].item(), f), f"slot {s}"
+        assert updates_in_one_order(start, olds, vals, h[s].item(), f), f"slot {s}"
         if op in ("max", "min"):
             assert h[s].item() == f([start] + vals)
 
