@@ -1,6 +1,6 @@
 """Device benchmarks for the Mac job: Triton kernels on the apple backend against torch, same device, same run.
 
-    python bench/device_bench.py [--sections launch,add,gemm,attention] [--size tiny|full] [--json out.json]
+    python bench/device_bench.py [--sections launch,add,gemm,attention,atomics] [--size tiny|full] [--json out.json]
 
 On a Mac (MPS) the default size is "full"; on the emulator it is "tiny" (the emulator runs kernels on the
 CPU, thousands of times slower than a GPU: its numbers only prove that the benchmark runs and that every
@@ -16,6 +16,10 @@ result is right). Sections:
              in TFLOP/s against `torch.mm`.
   attention  flash-attention forward, fp16, head dim 64, non-causal and causal (bench/mma_kernels.py)
              in TFLOP/s against `torch.nn.functional.scaled_dot_product_attention`.
+  atomics    scatter-add of n values into 4096 bins with `tl.atomic_add`, in millions of updates per second:
+             int32 (Metal's atomics), int64 whose old value is unused (two 32-bit words) and int64 whose old
+             value is stored (under a lock of the lock table, docs/architecture.md), against
+             `Tensor.index_add_` of the same dtype, and the locked form against the two-word one.
 
 Every ratio is Triton / torch measured in this run; nothing asserts a speed. Every Triton result is checked
 against torch (a wrong result makes the exit status 1).
@@ -37,6 +41,7 @@ from typing import Callable, Dict, List, Optional
 
 import torch
 import triton
+import triton.language as tl
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -45,9 +50,9 @@ from report_table import table  # noqa: E402
 import tutorial_kernels as tk  # noqa: E402
 
 SIZES = {
-    "tiny": dict(launches=200, add=[1 << 16, 1 << 20], gemm=[128, 256], attention=[(2, 128)]),
+    "tiny": dict(launches=200, add=[1 << 16, 1 << 20], gemm=[128, 256], attention=[(2, 128)], atomics=[1 << 14]),
     "full": dict(launches=5000, add=[1 << 20, 1 << 22, 1 << 24, 1 << 26], gemm=[512, 1024, 2048, 4096],
-                 attention=[(16, 512), (16, 1024), (16, 2048), (8, 4096)]),
+                 attention=[(16, 512), (16, 1024), (16, 2048), (8, 4096)], atomics=[1 << 20, 1 << 24]),
 }
 
 
@@ -234,19 +239,70 @@ def bench_attention(device, size, timer, failures) -> dict:
     return out
 
 
+@triton.jit
+def scatter_add_kernel(hist_ptr, idx_ptr, v_ptr, old_ptr, n, USE_OLD: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    i = tl.load(idx_ptr + offs, mask=m, other=0)
+    v = tl.load(v_ptr + offs, mask=m, other=0)
+    if USE_OLD:
+        tl.store(old_ptr + offs, tl.atomic_add(hist_ptr + i, v, mask=m, sem="relaxed"), mask=m)
+    else:
+        tl.atomic_add(hist_ptr + i, v, mask=m, sem="relaxed")
+
+
+def bench_atomics(device, size, timer, failures) -> dict:
+    rows, out, bins = [], {}, 4096
+    for n in size["atomics"]:
+        g = torch.Generator().manual_seed(n)
+        idx = torch.randint(0, bins, (n, ), generator=g)
+        for dtype, use_old, form in ((torch.int32, False, "native 32-bit"), (torch.int64, False, "two 32-bit words"),
+                                     (torch.int64, True, "locked")):
+            what = f"atomic_add {str(dtype)[6:]} n={n} ({form})"
+            v = torch.randint(-1000, 1000, (n, ), generator=g, dtype=dtype)
+            ref = torch.zeros(bins, dtype=torch.int64).index_add_(0, idx, v.long())
+            hist = torch.zeros(bins, dtype=dtype, device=device)
+            dv, didx, old = v.to(device), idx.to(torch.int32).to(device), torch.empty(n, dtype=dtype, device=device)
+
+            def call():
+                scatter_add_kernel[(triton.cdiv(n, 1024), )](hist, didx, dv, old, n, USE_OLD=use_old, BLOCK=1024)
+
+            try:
+                call()
+                ok = "ok" if torch.equal(hist.cpu().long(), ref) else "FAIL"
+            except Exception as e:  # noqa: BLE001 (reported in the table)
+                ok = "FAIL (error)"
+                failures.append(f"{what}: {tk.describe_error(e)}")
+            if ok == "FAIL":
+                failures.append(f"{what}: wrong bin totals")
+            ours = rate(timer, call, n, failures, what)
+            idx_dev, h2 = idx.to(device), torch.zeros(bins, dtype=dtype, device=device)
+            theirs = rate(timer, lambda: h2.index_add_(0, idx_dev, dv), n, failures, f"index_add_ {what}")
+            rows.append([str(dtype)[6:], n, form] + cells(ours, theirs, 1e6) + [ok])
+            out[what] = dict(triton_mups=ours and ours / 1e6, torch_mups=theirs and theirs / 1e6, check=ok)
+        words, locked = (out[f"atomic_add int64 n={n} ({f})"]["triton_mups"] for f in ("two 32-bit words", "locked"))
+        out[f"locked / two words n={n}"] = locked / words if locked and words else None
+    print(f"\nScatter-add into {bins} bins with tl.atomic_add (millions of updates per second)")
+    print(table(["dtype", "n", "form", "Triton Mupd/s", "index_add_ Mupd/s", "Triton/torch", "check"], rows))
+    for n in size["atomics"]:
+        r = out[f"locked / two words n={n}"]
+        print(f"n={n}: locked int64 / two-word int64 = {f'{r:.3g}x' if r else '-'}")
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sections", default="launch,add,gemm,attention")
+    ap.add_argument("--sections", default="launch,add,gemm,attention,atomics")
     ap.add_argument("--size", choices=sorted(SIZES), default=None, help="default: full on MPS, tiny elsewhere")
     ap.add_argument("--timer", choices=("do_bench", "host"), default="do_bench")
     ap.add_argument("--json", default="", help="also write the results here")
     opts = ap.parse_args(argv)
 
     sections = [s.strip() for s in opts.sections.split(",") if s.strip()]
-    unknown = set(sections) - {"launch", "add", "gemm", "attention"}
+    unknown = set(sections) - {"launch", "add", "gemm", "attention", "atomics"}
     if unknown:
-        ap.error(f"unknown sections {sorted(unknown)}; choose from launch, add, gemm, attention")
+        ap.error(f"unknown sections {sorted(unknown)}; choose from launch, add, gemm, attention, atomics")
     driver = triton.runtime.driver.active
     device = driver.get_active_torch_device()
     if type(driver).__module__.split(".")[:3] != ["triton", "backends", "apple"]:
@@ -274,6 +330,8 @@ def main(argv=None) -> int:
             results["add"] = bench_add(device, size, timer, failures, peak)
         elif section == "gemm":
             results["gemm"] = bench_gemm(device, size, timer, failures, size_name == "full")
+        elif section == "atomics":
+            results["atomics"] = bench_atomics(device, size, timer, failures)
         else:
             results["attention"] = bench_attention(device, size, timer, failures)
     how = "triton.testing.do_bench (median)" if opts.timer == "do_bench" else "host wall-clock"
