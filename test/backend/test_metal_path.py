@@ -10,6 +10,7 @@ import triton
 import triton.language as tl
 
 from triton.backends.apple import driver as drv
+from triton.backends.apple.atomic_locks import LOCK_WORDS
 from triton.backends.apple.debug_buffer import DeviceAssertionError
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -174,7 +175,7 @@ def test_locked_64bit_atomics_bind_the_lock_table(mps):
     assert counter.item() == 2**32 - 3 + 64
     assert sorted(out.tolist()) == list(range(2**32 - 3, 2**32 - 3 + 64))
     table = mps.dispatches[-1].args[-1]  # the lock table: the last slot, all free again
-    assert table.numel() == drv.atomic_locks.LOCK_WORDS and not table.any()
+    assert table.numel() == LOCK_WORDS and not table.any()
 
 
 # ------------------------------------------------------------------------------------------------

@@ -284,7 +284,8 @@ def _atomic_kernel(t_ptr, v_ptr, old_ptr, n, OP: tl.constexpr, BLOCK: tl.constex
     elif OP == "xor":
         old = tl.atomic_xor(p, v, mask=m)
     elif OP == "cas":  # the first update of a slot wins (its start value is 0); the others read the winner's
-        old = tl.atomic_cas(p, tl.zeros_like(v), v)
+        # (atomic_cas has no mask: lanes past n swap 0 for 0, which changes nothing)
+        old = tl.atomic_cas(p, tl.zeros_like(v), tl.where(m, v, tl.zeros_like(v)))
     else:
         old = tl.atomic_xchg(p, v, mask=m)
     tl.store(old_ptr + i, old, mask=m)

@@ -12,8 +12,6 @@ import torch
 import triton
 import triton.language as tl
 
-from triton.backends.apple import atomic_locks
-
 from conftest import updates_in_one_order
 
 
@@ -90,7 +88,7 @@ def _run_rmw(op: str, dtype, use_old: bool, device: str, n: int = 3000, slots: i
 
 
 @pytest.mark.parametrize("op", ["add", "and", "or", "xor", "max", "min", "umax", "umin", "xchg"])
-def test_locked_int64_rmw_returns_old_values_ofupdates_in_one_order(op, device):
+def test_locked_int64_rmw_returns_old_values_of_one_order(op, device):
     start, idx, v, h, old = _run_rmw(op, torch.int64, True, device)
     f = _INT_OPS[op]
     for s in range(h.numel()):
@@ -105,7 +103,7 @@ def test_locked_int64_rmw_returns_old_values_ofupdates_in_one_order(op, device):
 
 
 @pytest.mark.parametrize("op", ["add", "max", "min", "xchg"])
-def test_locked_float64_rmw_returns_old_values_ofupdates_in_one_order(op, device):
+def test_locked_float64_rmw_returns_old_values_of_one_order(op, device):
     start, idx, v, h, old = _run_rmw(op, torch.float64, True, device)
     f = _FLOAT_OPS[op]
     for s in range(h.numel()):
@@ -219,7 +217,7 @@ def faulting_atomic(h_ptr, idx_ptr, out_ptr):
     tl.store(out_ptr, tl.atomic_xchg(h_ptr + i, 5))
 
 
-def test_lock_table_is_free_after_launches_and_after_a_fault(device):
+def test_a_fault_while_a_lock_is_taken_leaves_the_next_launch_unaffected(device):
     if device != "cpu":
         pytest.skip("a fault in a Metal kernel is not reported per launch")
     from triton.backends.apple.emulator import EmulatorLaunchError
@@ -227,9 +225,76 @@ def test_lock_table_is_free_after_launches_and_after_a_fault(device):
     out = torch.zeros(1, dtype=torch.int64)
     with pytest.raises(EmulatorLaunchError, match="out-of-bounds read of buffer 'h_ptr'"):
         faulting_atomic[(1, )](h, torch.tensor([1 << 20], dtype=torch.int32), out)
-    faulting_atomic[(1, )](h, torch.tensor([2], dtype=torch.int32), out)  # would wait for ever on a taken lock
+    faulting_atomic[(1, )](h, torch.tensor([2], dtype=torch.int32), out)  # each launch has a table of its own
     assert h.tolist() == [0, 0, 5, 0] and out.item() == 0
-    assert not atomic_locks.lock_table("cpu").any()
+
+
+@triton.jit
+def and_or_same_elements(h_ptr, n, X: tl.constexpr, BLOCK: tl.constexpr):
+    """Even programs clear every element, odd ones set X: each element ends as 0 or X, never a mix."""
+    offs = tl.arange(0, BLOCK)
+    for start in range(0, n, BLOCK):
+        p = h_ptr + start + offs
+        m = start + offs < n
+        if tl.program_id(0) % 2 == 0:
+            tl.atomic_and(p, 0, mask=m)
+        else:
+            tl.atomic_or(p, X, mask=m)
+
+
+def test_lock_free_updates_of_two_kinds_in_one_kernel_take_the_lock(device):
+    """add/and/or/xor each update the two 32-bit halves at different times: and and or of the same element in
+    one launch could leave the high half of one and the low half of the other, so they take the lock."""
+    x = 0x0123456789ABCDEF
+    h = torch.full((2048, ), x, dtype=torch.int64, device=device)
+    compiled = and_or_same_elements[(8, )](h, h.numel(), X=x, BLOCK=256)
+    msl = compiled.asm["msl"].decode() if isinstance(compiled.asm["msl"], bytes) else compiled.asm["msl"]
+    assert "tt_atomic64_and(tt_locks" in msl and "tt_atomic64_or(tt_locks" in msl
+    assert set(h.cpu().tolist()) <= {0, x}
+
+
+def test_apple9_native_min_and_two_word_add_in_one_kernel_take_the_lock(apple_compile):
+    @triton.jit
+    def add_and_umin(h_ptr, v_ptr):
+        i = tl.arange(0, 32)
+        p = h_ptr + i
+        tl.atomic_add(p, tl.load(v_ptr + i))
+        tl.atomic_min(p.to(tl.pointer_type(tl.uint64)), tl.load(v_ptr + i).to(tl.uint64, bitcast=True))
+
+    k = apple_compile(add_and_umin, {"h_ptr": "*i64", "v_ptr": "*i64"}, family="apple9")
+    msl = k.asm["msl"].decode() if isinstance(k.asm["msl"], bytes) else k.asm["msl"]
+    assert "tt_atomic64_add(tt_locks" in msl and "tt_atomic64_umin(tt_locks" in msl
+    assert "atomic_ulong" not in msl and "tt_atomic_add64" not in msl
+
+
+@triton.jit(noinline=True)
+def _count(c_ptr, k):
+    return tl.atomic_add(c_ptr, k)
+
+
+@triton.jit
+def replicated_and_scalar(h_ptr, c_ptr, old_ptr, first_ptr):
+    # 16 elements over 4 warps: each element is held by several threads and must be updated once
+    i = tl.arange(0, 16)
+    tl.store(old_ptr + tl.program_id(0) * 16 + i, tl.atomic_add(h_ptr + i, i.to(tl.int64) + 1))
+    first = _count(c_ptr, (tl.program_id(0) + 1).to(tl.int64))  # a scalar atomic in a noinline function
+    tl.store(first_ptr + tl.program_id(0), first)
+
+
+def test_replicated_layouts_scalars_and_noinline_functions(device):
+    programs = 12
+    h = torch.zeros(16, dtype=torch.int64, device=device)
+    c = torch.zeros(1, dtype=torch.int64, device=device)
+    old = torch.zeros(programs * 16, dtype=torch.int64, device=device)
+    first = torch.zeros(programs, dtype=torch.int64, device=device)
+    replicated_and_scalar[(programs, )](h, c, old, first, num_warps=4)
+    assert h.cpu().tolist() == [programs * (j + 1) for j in range(16)]
+    olds = old.cpu().view(programs, 16)
+    for j in range(16):  # element j read 0, j+1, 2(j+1), ... in some order
+        assert sorted(olds[:, j].tolist()) == [k * (j + 1) for k in range(programs)]
+    ks = list(range(1, programs + 1))
+    assert c.item() == sum(ks)
+    assert updates_in_one_order(0, first.cpu().tolist(), ks, c.item(), operator.add)
 
 
 @triton.jit(debug=True)  # device_assert is compiled in

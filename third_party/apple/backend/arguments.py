@@ -19,12 +19,13 @@ import struct
 from dataclasses import dataclass
 from typing import Any, Callable, List, Optional, Sequence, Tuple
 
+from . import atomic_locks, debug_buffer
 from .errors import KernelArgError
 
 # The parameter of the packed-scalars buffer, as launchers bind it: a tensor of 32-bit words.
-# Slot kinds of the buffers the backend adds after the arguments, which the launch binds itself: the debug
-# buffer of tl.device_print/device_assert (debug_buffer.py) and the lock table of 64-bit atomics (atomic_locks.py)
-ADDED_KINDS = ("debug", "locks")
+# The buffers the backend adds after a kernel's arguments, by slot kind, and how a launch makes each (on a
+# torch device type): the debug buffer of tl.device_print/device_assert and the lock table of 64-bit atomics
+ADDED_BUFFERS = {"debug": debug_buffer.new_buffer, "locks": atomic_locks.new_lock_table}
 PACKED_PARAM = {"name": "tt_scalars", "kind": "pointer", "msl_type": "constant uint*", "triton_type": "*u32"}
 
 
@@ -32,8 +33,7 @@ PACKED_PARAM = {"name": "tt_scalars", "kind": "pointer", "msl_type": "constant u
 class ArgumentPlan:
     """Which launch value each buffer slot of one kernel takes."""
     kernel: str
-    # (position in the prepared arguments, MSL parameter) for each buffer slot but the ones the backend adds (debug
-    # buffer, lock table), in slot order
+    # (position in the prepared arguments, MSL parameter) for each buffer slot but the ADDED_BUFFERS, in slot order
     slots: List[Tuple[int, dict]]
     # the scalars packed into the PACKED_PARAM buffer (its slot is in `slots`, taking the last prepared argument)
     packed: List[Tuple[int, dict]]
@@ -53,7 +53,7 @@ class ArgumentPlan:
 def plan_arguments(kernel_name: str, signature: dict, params: List[dict]) -> ArgumentPlan:
     """The plan of a kernel whose Triton signature is `signature` (name -> type, as `src.signature`) and whose
     MSL parameters are `params`, listed in argument order."""
-    params = [p for p in params if p["kind"] not in ADDED_KINDS]
+    params = [p for p in params if p["kind"] not in ADDED_BUFFERS]
     items = list(signature.items())
     if any(isinstance(ty, tuple) or _is_descriptor(ty) for _, ty in items):
         count = len(_flat_types([ty for _, ty in items]))

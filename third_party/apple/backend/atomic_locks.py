@@ -1,29 +1,21 @@
-"""The lock table of 64-bit atomics, shared by the lowering (which takes and releases locks,
-`lowering/wide_atomics.py`) and the launcher (which binds the table).
+"""The lock table of 64-bit atomics, shared by the lowering (whose helpers take and release locks:
+`lowering/wide_atomics.py` chooses which atomics do, `lowering/msl_helpers.py` holds the helpers) and the
+launcher (which binds a table to every launch of a kernel that takes locks).
 
 Metal's only 64-bit atomics are unsigned min/max on Apple9, and they return nothing. A 64-bit
 read-modify-write whose old value is used, a compare-and-swap, an exchange, a float64 add, or a min/max the
 family lacks is made atomic with a lock: the kernel gets one more buffer of LOCK_WORDS 32-bit words, and
-the word at `(address >> 3) % LOCK_WORDS` guards a 64-bit element. Every lock is free (0) before and after
-each launch (a kernel releases each lock it takes before it ends), so one zeroed table per device serves
-every launch and every kernel.
+the word at `(address >> 3) % LOCK_WORDS` guards a 64-bit element (0: free, 1: taken). Each launch gets a
+zeroed table of its own, like the debug buffer, so a launch that stopped while a lock was taken (a fault, a
+timeout) leaves nothing behind for the next one.
 """
 from __future__ import annotations
 
-import threading
-from typing import Dict
-
 LOCK_WORDS = 1 << 12  # 16 KB: contention on distinct elements that share a lock stays rare
-
-_tables: Dict[str, object] = {}
-_guard = threading.Lock()
+assert LOCK_WORDS & (LOCK_WORDS - 1) == 0, "the lowering takes the address modulo LOCK_WORDS with a mask"
 
 
-def lock_table(device: str):
-    """The zeroed lock table (an int32 torch tensor) for launches on torch device type `device`."""
-    with _guard:
-        table = _tables.get(device)
-        if table is None:
-            import torch
-            table = _tables[device] = torch.zeros(LOCK_WORDS, dtype=torch.int32, device=device)
-        return table
+def new_lock_table(device: str):
+    """A zeroed lock table (an int32 torch tensor) for one launch on torch device type `device`."""
+    import torch
+    return torch.zeros(LOCK_WORDS, dtype=torch.int32, device=device)

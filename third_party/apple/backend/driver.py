@@ -26,8 +26,8 @@ from typing import Any, List, Optional, Sequence, Tuple, Union
 from triton.backends.compiler import GPUTarget
 from triton.backends.driver import DriverBase
 
-from . import atomic_locks, debug_buffer, knobs
-from .arguments import ADDED_KINDS, check_scalar, plan_arguments, tensor_argument
+from . import debug_buffer, knobs
+from .arguments import ADDED_BUFFERS, check_scalar, plan_arguments, tensor_argument
 from .errors import KernelArgError
 from .host import default_family, mac_gpu_cores, mps_available
 from .target import (MAX_REGS_PER_THREAD, MAX_THREADGROUP_MEMORY, MAX_THREADS_PER_THREADGROUP,
@@ -274,8 +274,8 @@ class AppleLauncher:
         self.debug_formats = json.loads(getattr(metadata, "debug_formats", "[]") or "[]")
         if getattr(metadata, "soft_f64", False):
             _warn_soft_f64(self.name)
-        self.internal = [p["kind"] for p in params if p["kind"] in ADDED_KINDS]  # in slot order
-        self.has_debug = "debug" in self.internal
+        self.added = [p for p in params if p["kind"] in ADDED_BUFFERS]  # the buffers the backend adds, in slot order
+        self.has_debug = any(p["kind"] == "debug" for p in self.added)
         self._emulator_plans = None  # (EmulatorKernel, its native binding plan)
 
     def bind(self, args: Sequence[Any]) -> List[Any]:
@@ -305,9 +305,9 @@ class AppleLauncher:
         else:
             self.mode = "metal"
             bound = self.bind(self.arguments.prepare(args, METAL_DEVICE))
-            added = self._internal_buffers(METAL_DEVICE)
-            bound += added
-            debug = added[0] if self.has_debug else None
+            added = self._added_buffers(METAL_DEVICE)
+            bound += added.values()
+            debug = added.get("debug")
             if enter_hook is not None:
                 enter_hook(launch_metadata)
             self._dispatch_metal(function, bound, (gridX, gridY, gridZ), threads)
@@ -329,23 +329,19 @@ class AppleLauncher:
         if not (0 <= grid[0] <= 0xFFFFFFFF and 0 <= grid[1] <= 0xFFFFFFFF and 0 <= grid[2] <= 0xFFFFFFFF):
             from .emulator.runtime import _dim3
             _dim3(self.name, grid, "grid", 0)  # raises, saying which dimension
-        added = self._internal_buffers("cpu")
+        added = self._added_buffers("cpu")
         try:
-            kernel.run(plan, grid, (threads, 1, 1), args, tuple(added), enter_hook, launch_metadata)
+            kernel.run(plan, grid, (threads, 1, 1), args, tuple(added.values()), enter_hook, launch_metadata)
         except Exception as e:
             from .emulator import EmulatorLaunchError
             if isinstance(e, EmulatorLaunchError):
                 e.args = (self.locations.explain(str(e), e.msl_lines), )
             raise
-        return added[0] if self.has_debug else None
+        return added.get("debug")
 
-    def _internal_buffers(self, device: str) -> list:
-        """The buffers this launch binds after the arguments: a fresh debug buffer, the device's lock table
-        (every lock is free between launches; the emulator writes buffers back only after a launch that
-        succeeded, so a fault cannot leave one taken)."""
-        import torch
-        return [torch.zeros(debug_buffer.BUFFER_WORDS, dtype=torch.int32, device=device) if kind == "debug" else
-                atomic_locks.lock_table(device) for kind in self.internal]
+    def _added_buffers(self, device: str) -> dict:
+        """Fresh buffers for the slots the backend adds after the arguments (kind -> tensor, in slot order)."""
+        return {p["kind"]: ADDED_BUFFERS[p["kind"]](device) for p in self.added}
 
     def _emulator_plan(self, kernel, threads: int):
         """The native launcher's binding plan for `kernel` (made on its first launch): buffer slot k takes
@@ -359,7 +355,7 @@ class AppleLauncher:
             raise EmulatorLaunchError(f"kernel '{self.name}': threadgroup {(threads, 1, 1)} has {threads} threads; "
                                       f"Metal allows 1 to {MAX_THREADS_PER_THREADGROUP}", kernel_name=self.name)
         sources = [(pos, p["kind"], p["msl_type"]) for pos, p in self.plan]
-        sources += [(-1 - k, "pointer", "device int*") for k in range(len(self.internal))]
+        sources += [(-1 - k, "pointer", p["msl_type"]) for k, p in enumerate(self.added)]
         plan = kernel.plan(sources, _emulator_converter(self.name, self.plan))
         self._emulator_plans = (kernel, plan)
         return plan
@@ -367,7 +363,7 @@ class AppleLauncher:
     def _dispatch_metal(self, fn, bound, grid, threads):
         import torch
         args = []
-        plan = self.plan + [(None, {"kind": "pointer", "name": kind}) for kind in self.internal]
+        plan = self.plan + [(None, {**p, "kind": "pointer"}) for p in self.added]
         for (pos, p), v in zip(plan, bound):
             if p["kind"] == "pointer":
                 if v.device.type != METAL_DEVICE:

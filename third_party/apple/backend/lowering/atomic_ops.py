@@ -20,7 +20,7 @@ from .emitter import FunctionEmitter, Lowered, elem_type, is_tensor
 from .msl_types import elem_bytes
 from .registry import OpFamily
 from .shared_memory import index_expr, row_major_strides
-from .wide_atomics import is_wide, lock_free_form
+from .wide_atomics import form, is_wide
 
 FAMILY = OpFamily("atomic")
 
@@ -63,12 +63,15 @@ def _wide_atomic(em: FunctionEmitter, op: Op, kind: str):
     says which form), and whether the call yields the old value. Operands and results are the elements' own
     MSL types (long, tt_double); the locked helpers take and return their 64 bits."""
     ty = elem_type(op.operands[1])
-    form = "locked" if em.ctx.uses_locks else lock_free_form(op, family(em.ctx.options.arch), em.ctx.used_values)
-    if form == "words":
+    if ty.name == "f64" and kind not in ("fadd", "exch", "xchg", "cas"):
+        raise em.unsupported(f"atomic {kind} on float64 is not supported (Triton's frontend expresses float "
+                             "min/max as integer min/max on the bits)")
+    how = form(op, family(em.ctx.options.arch), em.ctx.used_values, em.ctx.uses_locks)
+    if how == "words":
         helper, fn = _WORD_HELPERS[kind]
         em.ctx.require(helper)
         return (lambda ptr, value, cmp: f"{fn}((device long*){ptr}, long({value}))"), False
-    if form == "native":
+    if how == "native":
         fn = "atomic_max_explicit" if kind == "umax" else "atomic_min_explicit"
         return (lambda ptr, value, cmp: f"{fn}((device atomic_ulong*){ptr}, ulong({value}), memory_order_relaxed)"), False
     fn = em.ctx.require_locked_atomic64(kind)
@@ -79,7 +82,7 @@ def _wide_atomic(em: FunctionEmitter, op: Op, kind: str):
 
     def call(ptr: str, value: str, cmp: str) -> str:
         operands = [bits(cmp)] if kind == "cas" else []
-        text = f"{fn}(tt_locks, (device ulong*){ptr}, {', '.join(operands + [bits(value)])})"
+        text = f"{fn}(tt_locks, (device ulong*){ptr}, {', '.join(operands + [bits(value)])}, tt_lane)"
         return f"tt_f64_from_bits({text})" if soft else f"as_type<long>({text})"
 
     return call, True

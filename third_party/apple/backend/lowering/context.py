@@ -33,7 +33,12 @@ BUILTIN_INPUTS = [
 ]
 CONTEXT_PARAMS = [("threadgroup uchar*", "tt_smem")] + [(t, n) for t, n, _ in BUILTIN_INPUTS]
 DEBUG_PARAM = ("device uint*", "tt_debug")
-LOCKS_PARAM = ("device atomic_uint*", "tt_locks")
+# The buffers the backend adds after a kernel's arguments (their launch values: backend/arguments.py), by slot
+# kind: (MSL type, name, what it is for)
+ADDED_PARAMS = {
+    "debug": DEBUG_PARAM + ("tl.device_print/device_assert's buffer", ),
+    "locks": ("device atomic_uint*", "tt_locks", "the lock table of 64-bit atomics"),
+}
 
 
 class KernelContext:
@@ -61,13 +66,13 @@ class KernelContext:
         self._live: Optional[List[Tuple[int, int, int, int]]] = None
         self._position = op_positions(module)
 
-    def internal_params(self) -> List[Tuple[str, str]]:
-        """(MSL type, name) of the buffers the backend adds after the kernel's arguments, in slot order."""
-        return ([DEBUG_PARAM] if self.has_debug else []) + ([LOCKS_PARAM] if self.uses_locks else [])
+    def added_buffers(self) -> List[str]:
+        """The kinds (ADDED_PARAMS) of the buffers the backend adds after the kernel's arguments, in slot order."""
+        return (["debug"] if self.has_debug else []) + (["locks"] if self.uses_locks else [])
 
     def context_params(self) -> List[Tuple[str, str]]:
-        """What every MSL function of the kernel receives besides its own arguments."""
-        return CONTEXT_PARAMS + self.internal_params()
+        """(MSL type, name) of what every MSL function of the kernel receives besides its own arguments."""
+        return CONTEXT_PARAMS + [ADDED_PARAMS[k][:2] for k in self.added_buffers()]
 
     # -- generated MSL functions -----------------------------------------------------------------
 

@@ -21,7 +21,7 @@ from ..ir.types import PointerType, ScalarType, TensorType, Type
 from ..layouts import LayoutService
 from ..target import MAX_BUFFER_SLOTS
 from .control_flow_ops import lower_body
-from .context import BUILTIN_INPUTS, KernelContext
+from .context import ADDED_PARAMS, BUILTIN_INPUTS, KernelContext
 from .emitter import FunctionEmitter, Lowered
 from .msl_types import msl_function_name
 from .registry import build_table
@@ -65,7 +65,7 @@ class BufferSlot:
     """How one kernel argument is bound: its `[[buffer(slot)]]`, kind and types (launchers read these)."""
     name: str
     slot: int
-    # "pointer" | "scalar" | "packed" (a scalar in the PACKED_SCALARS buffer at slot) | one of INTERNAL_KINDS
+    # "pointer" | "scalar" | "packed" (a scalar in the PACKED_SCALARS buffer at slot) | a kind of ADDED_PARAMS
     kind: str
     msl_type: str
     triton_type: str
@@ -98,12 +98,6 @@ def _triton_type_name(ty: Type) -> str:
 
 def _context_params(ctx: KernelContext) -> List[str]:
     return [f"{t} {n}" for t, n in ctx.context_params()]
-
-
-# The slot kinds of the buffers the backend adds (KernelContext.internal_params), by parameter name: the
-# launchers bind the debug buffer (backend/debug_buffer.py) and the lock table (backend/atomic_locks.py).
-INTERNAL_KINDS = {"tt_debug": "debug", "tt_locks": "locks"}
-_INTERNAL_PURPOSE = {"debug": "tl.device_print/device_assert's buffer", "locks": "the lock table of 64-bit atomics"}
 
 
 def _lower_callee(ctx: KernelContext, fn: Function) -> Tuple[str, FunctionEmitter]:
@@ -158,8 +152,8 @@ def _kernel_params(ctx: KernelContext, em: FunctionEmitter,
     for a in kernel_fn.args:
         if not isinstance(a.type, (PointerType, ScalarType)):
             raise ctx.unsupported(f"kernel argument %{a.name} has unsupported type {a.type}", loc=a.loc)
-    internal = ctx.internal_params()
-    packed = len(kernel_fn.args) + len(internal) > MAX_BUFFER_SLOTS
+    added = ctx.added_buffers()
+    packed = len(kernel_fn.args) + len(added) > MAX_BUFFER_SLOTS
     pointers = [a for a in kernel_fn.args if isinstance(a.type, PointerType)]
     words = 0
     for a in kernel_fn.args:  # slots are listed in argument order, which is the launchers' order
@@ -182,18 +176,19 @@ def _kernel_params(ctx: KernelContext, em: FunctionEmitter,
         em.bind(a, Lowered(name, ct))
     if unpack:
         text.append(f"constant uint* {PACKED_SCALARS} [[buffer({len(pointers)})]]")
-    for t, n in internal:
-        slot = len(pointers) + (1 if unpack else 0) + internal.index((t, n)) if packed else len(slots)
+    for kind in added:
+        t, n, _ = ADDED_PARAMS[kind]
+        slot = len({p.slot for p in slots})  # after the pointers and the packed scalars' buffer
         text.append(f"{t} {n} [[buffer({slot})]]")
-        slots.append(BufferSlot(n, slot, INTERNAL_KINDS[n], t, "*u32"))
+        slots.append(BufferSlot(n, slot, kind, t, "*u32"))
     buffers = len({p.slot for p in slots})
     if buffers > MAX_BUFFER_SLOTS:
-        added = [_INTERNAL_PURPOSE[INTERNAL_KINDS[n]] for _, n in internal]
-        added = f" (with {' and '.join(added)})" if added else ""
+        purposes = " and ".join(ADDED_PARAMS[kind][2] for kind in added)
+        with_added = f" (with {purposes})" if added else ""
+        scalars = ", its scalars packed into one" if unpack else ""
         raise ResourceLimitError(
-            f"apple backend: kernel '{ctx.kernel_name}' has {buffers} buffer arguments{added}, its scalars packed "
-            f"into one; Metal binds at most {MAX_BUFFER_SLOTS}. Pass fewer tensors", buffers, MAX_BUFFER_SLOTS,
-            "buffer slots")
+            f"apple backend: kernel '{ctx.kernel_name}' has {buffers} buffer arguments{with_added}{scalars}; Metal "
+            f"binds at most {MAX_BUFFER_SLOTS}. Pass fewer tensors", buffers, MAX_BUFFER_SLOTS, "buffer slots")
     return slots, text, unpack
 
 

@@ -14,6 +14,7 @@ above miscompiles `signbit` of a float widened from bfloat16 on x86-64 (the emul
 from __future__ import annotations
 
 from ..atomic_locks import LOCK_WORDS
+from ..target import SIMD_WIDTH
 
 HELPERS = {
     "tt_sdiv":
@@ -479,25 +480,32 @@ _LOCKED64_UPDATE = {
 
 
 def locked_atomic64_helper(kind: str) -> tuple:
-    """(key, name, text) of `tt_atomic64_<kind>(locks, p, v)` (`cas`: `(locks, p, cmp, v)`): a 64-bit atomic
-    read-modify-write under the element's lock (the `tt_lock64` helper), returning the old value. The lock
-    is taken and released in the same iteration of the loop that tries it, so lanes of a simdgroup that
-    wait for one another's lock (same element, or elements sharing a lock) all make progress."""
+    """(key, name, text) of `tt_atomic64_<kind>(locks, p, v, lane)` (`cas`: `(locks, p, cmp, v, lane)`): a
+    64-bit atomic read-modify-write under the element's lock (the `tt_lock64` helpers), returning the old value.
+
+    The lanes of a simdgroup take turns, in a loop over the lane numbers: a lane waits for the lock only while
+    no other lane of its simdgroup holds one or wants one. Lanes may run in lockstep, and a lane that spins
+    while another lane of its simdgroup holds the lock can wait for ever: the holder may be parked at a point
+    of reconvergence. Forms where lanes try together (`while (!done) { if (try) { update; release; done =
+    true; } }`) rely on the compiler keeping the update inside the loop that takes the lock, and clang at -O2
+    turns that loop into a spin followed by the update."""
     name = f"tt_atomic64_{kind}"
+    params = "ulong cmp, ulong v" if kind == "cas" else "ulong v"
     if kind == "cas":
-        params, update = "ulong cmp, ulong v", "if (old == cmp) {\n                tt_lock64_store(p, v);\n            }"
+        update = ("            if (old == cmp) {\n"
+                  "                tt_lock64_store(p, v);\n"
+                  "            }\n")
     else:
-        params, update = "ulong v", f"tt_lock64_store(p, {_LOCKED64_UPDATE[kind]});"
-    text = (f"static inline ulong {name}(device atomic_uint* locks, device ulong* p, {params}) {{\n"
+        update = f"            tt_lock64_store(p, {_LOCKED64_UPDATE[kind]});\n"
+    text = (f"static inline ulong {name}(device atomic_uint* locks, device ulong* p, {params}, uint lane) {{\n"
             "    device atomic_uint* lock = tt_lock64_for(locks, p);\n"
             "    ulong old = 0;\n"
-            "    bool done = false;\n"
-            "    while (!done) {\n"
-            "        if (tt_lock64_try(lock)) {\n"
-            "            old = tt_lock64_load(p);\n"
-            f"            {update}\n"
+            f"    for (uint turn = 0u; turn < {SIMD_WIDTH}u; ++turn) {{\n"
+            "        if (lane == turn) {\n"
+            "            while (!tt_lock64_try(lock)) {\n"
+            "            }\n"
+            "            old = tt_lock64_load(p);\n" + update +
             "            tt_lock64_release(lock);\n"
-            "            done = true;\n"
             "        }\n"
             "    }\n"
             "    return old;\n"

@@ -1,15 +1,18 @@
-"""How each 64-bit atomic of a kernel is made atomic (the lowering is in atomic_ops.py).
+"""How each 64-bit atomic of a kernel is made atomic (the lowering is in atomic_ops.py, the helpers' text in
+msl_helpers.py).
 
 Metal has no 64-bit atomic that returns the old value; its only 64-bit atomics are unsigned min/max on
-Apple9. Three forms, chosen per kernel:
+Apple9. Three forms:
 - "words": add/and/or/xor whose result is unused, on the two 32-bit halves (the carry out of the low word
-  is added to the high one): exact final values under any contention, no old value;
+  is added to the high one): exact final values when every update of the element is of that one kind;
 - "native": unsigned min/max whose result is unused, on families with 64-bit atomic min/max;
 - "locked": everything else (old values, compare-and-swap, exchange, float64 add, signed min/max, min/max
   before Apple9), a read-modify-write of both halves under a lock of the kernel's lock table
   (backend/atomic_locks.py).
-A locked update writes both halves, so a lock-free update of the same element in between would be lost: in
-a kernel with any locked 64-bit atomic, every 64-bit atomic takes the lock.
+The halves of a "words" update change at different times, so another kind of update in between (a locked
+one, a native one, or a "words" update of another kind) would see or leave a value no order of the updates
+gives. So the choice is made per kernel: either its 64-bit atomics are all "native" or all "words" of one
+kind, or every one of them takes the lock.
 """
 from __future__ import annotations
 
@@ -20,7 +23,6 @@ from ..target import Family
 
 WORD_KINDS = ("add", "and", "or", "xor")
 NATIVE_KINDS = ("umax", "umin")
-LOCKED_KINDS = ("add", "and", "or", "xor", "max", "min", "umax", "umin", "exch", "xchg", "fadd", "cas")
 
 
 def is_wide(op: Op) -> bool:
@@ -28,24 +30,32 @@ def is_wide(op: Op) -> bool:
     return op.operands[1].type.scalar.name in ("i64", "f64")
 
 
-def _kind(op: Op) -> str:
+def kind(op: Op) -> str:
+    """The read-modify-write kind of `op` ("cas" for tt.atomic_cas)."""
     return "cas" if op.name == "tt.atomic_cas" else str(op.attrs["atomic_rmw_op"])
 
 
-def lock_free_form(op: Op, fam: Family, used_values: Set[int]) -> str:
-    """"words" or "native" when `op` alone can do without a lock, else "locked"."""
+def _lock_free_form(op: Op, fam: Family, used_values: Set[int]) -> str:
+    """"words" or "native" when `op` alone could do without a lock, else "locked"."""
     if op.results and id(op.result) in used_values:
         return "locked"
-    kind = _kind(op)
-    if kind in WORD_KINDS and op.operands[1].type.scalar.name == "i64":
+    if kind(op) in WORD_KINDS and op.operands[1].type.scalar.name == "i64":
         return "words"
-    if kind in NATIVE_KINDS and fam.atomic_ulong_min_max:
+    if kind(op) in NATIVE_KINDS and fam.atomic_ulong_min_max:
         return "native"
     return "locked"
 
 
 def kernel_needs_locks(module: Module, fam: Family, used_values: Set[int]) -> bool:
-    """Whether some 64-bit atomic of the module needs a lock (then all of them take one)."""
-    return any(
-        op.name in ("tt.atomic_rmw", "tt.atomic_cas") and is_wide(op) and lock_free_form(op, fam, used_values) ==
-        "locked" for f in module.functions for op in f.walk())
+    """Whether the module's 64-bit atomics take the lock (then all of them do)."""
+    forms = {(_lock_free_form(op, fam, used_values), kind(op))
+             for f in module.functions for op in f.walk()
+             if op.name in ("tt.atomic_rmw", "tt.atomic_cas") and is_wide(op)}
+    word_kinds = {k for form, k in forms if form == "words"}
+    native = any(form == "native" for form, _ in forms)
+    return any(form == "locked" for form, _ in forms) or len(word_kinds) > 1 or bool(word_kinds and native)
+
+
+def form(op: Op, fam: Family, used_values: Set[int], kernel_locked: bool) -> str:
+    """The form of 64-bit atomic `op` in a kernel that takes locks (`kernel_locked`) or not."""
+    return "locked" if kernel_locked else _lock_free_form(op, fam, used_values)
