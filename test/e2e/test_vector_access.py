@@ -86,3 +86,83 @@ def test_tail_reads_nothing_past_the_end(device):
         out = torch.empty(n, device=device)
         add_kernel[(1, )](x, x, out, n, BLOCK=128)
         assert torch.equal(out.cpu(), 2 * x.cpu())
+
+
+# -- axis facts that must not be over-claimed (each once gave vector accesses under the wrong mask or address) --
+
+
+@triton.jit
+def triangle_kernel(x_ptr, out_ptr, PRED: tl.constexpr, ROW_LEFT: tl.constexpr, BLOCK: tl.constexpr):
+    rows = tl.arange(0, BLOCK)[:, None]
+    cols = tl.arange(0, BLOCK)[None, :]
+    a, b = (rows, cols) if ROW_LEFT else (cols, rows)
+    if PRED == "<":
+        mask = a < b
+    elif PRED == "<=":
+        mask = a <= b
+    elif PRED == ">":
+        mask = a > b
+    else:
+        mask = a >= b
+    offs = rows * BLOCK + cols
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask, other=0.0), mask=mask)
+
+
+@pytest.mark.parametrize("pred", ["<", "<=", ">", ">="])
+@pytest.mark.parametrize("row_left", [False, True])
+def test_triangular_masks(pred, row_left, device):
+    """A comparison of a row index with a column index is constant over runs of 4 columns for < and >= with the
+    column on the left, and for > and <= with it on the right; the other four flip inside a run."""
+    x = torch.randn(64, 64, device=device)
+    out = torch.zeros_like(x)
+    triangle_kernel[(1, )](x, out, PRED=pred, ROW_LEFT=row_left, BLOCK=64)
+    r, c = torch.arange(64)[:, None], torch.arange(64)[None, :]
+    a, b = (r, c) if row_left else (c, r)
+    mask = {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[pred]
+    assert torch.equal(out.cpu(), torch.where(mask, x.cpu(), torch.zeros(())))
+
+
+@triton.jit
+def index_arith_kernel(x_ptr, out_ptr, SHIFT: tl.constexpr, MOD: tl.constexpr, MUL: tl.constexpr,
+                       TWICE: tl.constexpr, BLOCK: tl.constexpr):
+    i = tl.arange(0, BLOCK)
+    if TWICE:
+        offs = i + i
+    elif MOD:
+        offs = (i + SHIFT) % MOD
+    else:
+        offs = i * MUL + SHIFT
+    tl.store(out_ptr + i, tl.load(x_ptr + offs))
+
+
+@pytest.mark.parametrize("shift, mod, mul, twice", [(2, 4, 0, False), (1, 8, 0, False), (6, 8, 0, False),
+                                                    (0, 0, 3, False), (4, 0, 2, False), (0, 0, 0, True)])
+def test_offsets_from_remainders_and_products(shift, mod, mul, twice, device):
+    """(i + 2) % 4 runs 2, 3, 0, 1: contiguous in pairs only; i * 3 and i + i are contiguous nowhere."""
+    x = torch.arange(1024, dtype=torch.float32, device=device)
+    out = torch.zeros(128, device=device)
+    index_arith_kernel[(1, )](x, out, SHIFT=shift, MOD=mod, MUL=mul, TWICE=twice, BLOCK=128, num_warps=1)
+    i = torch.arange(128)
+    ref = 2 * i if twice else (i + shift) % mod if mod else i * mul + shift
+    assert torch.equal(out.cpu(), ref.float())
+
+
+@triton.jit
+def copy3d_kernel(x_ptr, out_ptr, M, N, K, stride_m, stride_n, stride_k, M_BLOCK: tl.constexpr,
+                  N_BLOCK: tl.constexpr, K_BLOCK: tl.constexpr):
+    m = tl.program_id(0) * M_BLOCK + tl.arange(0, M_BLOCK)[:, None, None]
+    n = tl.program_id(1) * N_BLOCK + tl.arange(0, N_BLOCK)[None, :, None]
+    k = tl.program_id(2) * K_BLOCK + tl.arange(0, K_BLOCK)[None, None, :]
+    mask = (m < M) & (n < N) & (k < K)
+    x = tl.load(x_ptr + m * N * K + n * K + k, mask=mask)
+    tl.store(out_ptr + m * stride_m + n * stride_n + k * stride_k, x, mask=mask)
+
+
+def test_3d_copy_with_rows_not_a_multiple_of_the_vector_width(device):
+    """Rows of 119 elements: m * N * K + n * K is not a multiple of 4, whatever divides m and n themselves."""
+    x = torch.randn(10, 50, 119, device=device)
+    out = torch.zeros(10, 64, 128, device=device)
+    grid = (triton.cdiv(10, 8), triton.cdiv(50, 8), triton.cdiv(119, 64))
+    copy3d_kernel[grid](x, out, 10, 50, 119, *out.stride(), M_BLOCK=8, N_BLOCK=8, K_BLOCK=64)
+    assert torch.equal(out[:, :50, :119], x)
+    assert not out[:, 50:].any() and not out[:, :, 119:].any()

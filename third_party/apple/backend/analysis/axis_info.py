@@ -1,5 +1,7 @@
 """Axis-info analysis: per tensor dimension, how many consecutive elements are contiguous (differ by 1),
-constant, and what power of two divides the first element of each such run.
+constant, and what power of two divides the first element of each such run. Runs are aligned: a contiguity or
+constancy of n along a dimension speaks of the elements at indices kn .. kn+n-1 along it. A contiguity of 1
+makes every element a run, so then the divisibility holds for every element.
 
 It follows the rules of upstream's AxisInfo analysis (which the Python bindings do not expose) over our
 IR: facts start at `tt.divisibility` argument attributes, `tt.make_range`, constants and splats, and flow
@@ -34,6 +36,13 @@ def _pow2_divisor(v: int) -> int:
     if v == 0:
         return MAX_DIVISIBILITY
     return min(MAX_DIVISIBILITY, v & -v)
+
+
+def _div_every(info: "AxisInfo", d: int, run: int) -> int:
+    """The power of two that divides the elements at indices k*run along dimension d (run: 1 for every element,
+    else a divisor or a multiple of the contiguity there): inside a contiguous run they are x0 + k*run."""
+    c, div = info.contiguity[d], info.divisibility[d]
+    return div if c == 1 or run % c == 0 else math.gcd(div, run)
 
 
 def _shape(v: Value) -> Tuple[int, ...]:
@@ -200,7 +209,8 @@ class AxisInfoAnalysis:
         if name == "tt.expand_dims":
             src = self.get(op.operands[0])
             axis = int(op.attrs["axis"])
-            d0 = max(src.divisibility) if src.divisibility else 1
+            # along the new dimension every element is a run: what divides every element
+            d0 = math.gcd(*(_div_every(src, d, 1) for d in range(len(src.divisibility)))) if src.divisibility else 1
             self._set(res, AxisInfo(src.contiguity[:axis] + (1, ) + src.contiguity[axis:],
                                     src.divisibility[:axis] + (d0, ) + src.divisibility[axis:],
                                     src.constancy[:axis] + (1, ) + src.constancy[axis:]))
@@ -213,23 +223,25 @@ class AxisInfoAnalysis:
             scale = _elem_bytes(op.operands[0]) if name == "tt.addptr" else 1
             cont = tuple(max(math.gcd(ac, bk), math.gcd(ak, bc))
                          for ac, bc, ak, bk in zip(a.contiguity, b.contiguity, a.constancy, b.constancy))
-            # the first element of a contiguous run: base alignment and the offset's, in bytes
-            div = tuple(min(ad, bd * scale) for ad, bd in zip(a.divisibility, b.divisibility))
+            # the first element of each run of the result: base alignment and the offset's (in bytes) there
+            div = tuple(min(_div_every(a, d, c), _div_every(b, d, c) * scale) for d, c in enumerate(cont))
             const = tuple(math.gcd(ak, bk) for ak, bk in zip(a.constancy, b.constancy))
             self._set(res, AxisInfo(cont, div, const))
             return
         if name == "arith.muli":
             a, b = (self.get(v) for v in op.operands)
-            div = tuple(min(MAX_DIVISIBILITY, ad * bd) for ad, bd in zip(a.divisibility, b.divisibility))
+            # the product is not contiguous: what divides each element
+            div = tuple(min(MAX_DIVISIBILITY, _div_every(a, d, 1) * _div_every(b, d, 1)) for d in range(rank))
             const = tuple(math.gcd(ak, bk) for ak, bk in zip(a.constancy, b.constancy))
             self._set(res, AxisInfo((1, ) * rank, div, const))
             return
         if name in ("arith.remsi", "arith.remui"):
-            # x % n keeps runs of x that do not cross a multiple of n
+            # x % n keeps the runs of x that do not cross a multiple of n: runs of x aligned to what divides
+            # both their first values and n
             a, b = (self.get(v) for v in op.operands)
-            cont = tuple(min(ac, bd) if bk > 1 else 1
-                         for ac, bd, bk in zip(a.contiguity, b.divisibility, b.constancy))
-            div = tuple(min(ad, bd) for ad, bd in zip(a.divisibility, b.divisibility))
+            cont = tuple(math.gcd(a.contiguity[d], a.divisibility[d], b.divisibility[d], b.constancy[d])
+                         if b.constancy[d] > 1 else 1 for d in range(rank))
+            div = tuple(min(_div_every(a, d, c), _div_every(b, d, c)) for d, c in enumerate(cont))
             const = tuple(math.gcd(ak, bk) for ak, bk in zip(a.constancy, b.constancy))
             self._set(res, AxisInfo(cont, div, const))
             return
@@ -239,15 +251,29 @@ class AxisInfoAnalysis:
             infos = [self.get(v) for v in op.operands if isinstance(v.type, TensorType)]
             const = [math.gcd(*(i.constancy[d] for i in infos)) if len(infos) > 1 else infos[0].constancy[d]
                      for d in range(rank)]
-            if name == "arith.cmpi" and len(infos) == 2 and op.attrs.get("predicate") in ("slt", "ult", "sle", "ule", "sgt", "sge",
-                                                                       "ugt", "uge"):
-                # `range < n`: constant over aligned runs where the range is contiguous and n's divisibility
-                # keeps the boundary at a run edge
-                a, b = infos
-                const = [max(c, min(math.gcd(a.contiguity[d], b.divisibility[d]), b.constancy[d]) if
-                             b.constancy[d] > 1 else c) for d, c in enumerate(const)]
+            if name == "arith.cmpi" and len(infos) == 2:
+                const = [max(c, self._ordered_runs(op, d)) for d, c in enumerate(const)]
             self._set(res, AxisInfo((1, ) * rank, (1, ) * rank, tuple(const)))
             return
+
+    def _ordered_runs(self, op: Op, d: int) -> int:
+        """Runs along d over which `arith.cmpi` of a contiguous side with a constant side keeps its value.
+
+        For x = x0, x0+1, ... (x0 a multiple of g) against a constant c (a multiple of g), `x < c` and `x >= c`
+        switch between x = c-1 and x = c, at the edge of a run of g; `x <= c` and `x > c` switch between c and
+        c+1, inside one. So only those two predicates with the contiguous side on the left (and, mirrored,
+        `c > x`, `c <= x`) are constant over aligned runs of g = gcd(contiguity, both divisibilities)."""
+        pred = op.attrs.get("predicate")
+        a, b = (self.get(v) for v in op.operands)
+        if pred in ("slt", "ult", "sge", "uge"):
+            seq, const = a, b
+        elif pred in ("sgt", "ugt", "sle", "ule"):
+            seq, const = b, a
+        else:
+            return 1
+        if seq.contiguity[d] == 1 or const.constancy[d] == 1:
+            return 1
+        return math.gcd(seq.contiguity[d], seq.divisibility[d], const.divisibility[d], const.constancy[d])
 
     def _div_of(self, v: Value) -> int:
         if isinstance(v.type, TensorType):
