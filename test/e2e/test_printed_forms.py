@@ -8,7 +8,6 @@ import torch
 import triton
 import triton.language as tl
 
-from triton.backends.apple.errors import UnsupportedFeatureError
 from triton.backends.apple.ir import IRParseError, parse_module
 
 
@@ -60,17 +59,6 @@ def test_fp8_abs_and_neg_act_on_the_sign_bit(dtype, device):
     got_neg = n.cpu().view(torch.uint8).int()
     assert torch.equal(got_abs, bits.int() & 0x7F)
     assert torch.equal(got_neg, bits.int() ^ 0x80)
-
-
-def test_round_toward_zero_to_fp8_is_refused_not_rounded_to_nearest():
-
-    @triton.jit
-    def k(x_ptr, out_ptr):
-        x = tl.load(x_ptr + tl.arange(0, 32))
-        tl.store(out_ptr + tl.arange(0, 32), x.to(tl.float8e5, fp_downcast_rounding="rtz"))
-
-    with pytest.raises(UnsupportedFeatureError, match="round-toward-zero conversion to fp8"):
-        k[(1, )](torch.zeros(32), torch.zeros(32, dtype=torch.float8_e5m2))
 
 
 @triton.jit

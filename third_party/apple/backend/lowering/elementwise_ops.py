@@ -258,7 +258,6 @@ def _itofp(em: FunctionEmitter, op: Op) -> None:
 @FAMILY.lowers("arith.fptosi", "arith.fptoui")
 def _fptoi(em: FunctionEmitter, op: Op) -> None:
     src, dst = elem_type(op.operands[0]), elem_type(op.result)
-    ct = em.ctype(dst)
 
     def value(a):  # the float value (fp8 bytes decoded)
         return fp8_to_float(em, src, a)
@@ -266,16 +265,18 @@ def _fptoi(em: FunctionEmitter, op: Op) -> None:
     if dst.name == "i1":
         elementwise(em, op, lambda a: f"{value(a[0])} != 0.0f")
         return
-    bits = dst.bitwidth
-    if op.name == "arith.fptosi":
-        fn = em.ctx.require("tt_fptosi")
+    elementwise(em, op, lambda a: float_to_int(em, value(a[0]), dst, op.name == "arith.fptosi"))
+
+
+def float_to_int(em: FunctionEmitter, expr: str, dst, signed: bool) -> str:
+    """MSL of float `expr` converted to integer type `dst` as Triton converts: toward zero, saturating at the
+    type's limits, NaN to 0."""
+    ct, bits = em.ctype(dst), dst.bitwidth
+    if signed:
         lo, hi, imin, imax = _INT_LIMITS[bits]
-        elementwise(em, op, lambda a: f"{fn}<{ct}>({value(a[0])}, {lo}, {hi}, {imin}, {imax})")
-    else:
-        fn = em.ctx.require("tt_fptoui")
-        ut = unsigned_type(dst)
-        hi, imax = _UINT_LIMITS[bits]
-        elementwise(em, op, lambda a: f"{ct}({fn}<{ut}>({value(a[0])}, {hi}, {imax}))")
+        return f"{em.ctx.require('tt_fptosi')}<{ct}>({expr}, {lo}, {hi}, {imin}, {imax})"
+    hi, imax = _UINT_LIMITS[bits]
+    return f"{ct}({em.ctx.require('tt_fptoui')}<{unsigned_type(dst)}>({expr}, {hi}, {imax}))"
 
 
 # fp8 formats: (mantissa bits, exponent bias, largest finite value, NaN code, has infinities)
@@ -292,13 +293,11 @@ def fp8_to_float(em: FunctionEmitter, ty, expr: str) -> str:
 
 @FAMILY.lowers("arith.extf", "arith.truncf", "tt.fp_to_fp")
 def _fresize(em: FunctionEmitter, op: Op) -> None:
-    """Float conversions. fp8 results round to nearest even and saturate to the largest finite value
-    (Triton's behaviour on NVIDIA GPUs, `cvt.rn.satfinite`); NaN stays NaN."""
+    """Float conversions. fp8 results round to nearest even (or toward zero, `rounding = rtz`) and saturate to
+    the largest finite value (Triton's behaviour on NVIDIA GPUs, `cvt.rn.satfinite`); NaN stays NaN."""
     src, dst = elem_type(op.operands[0]), elem_type(op.result)
     ct = em.ctype(dst)
-    rounding = str(op.attrs.get("rounding", "rtne"))
-    if "rtz" in rounding and dst.name in FP8_FORMATS:
-        raise em.unsupported("round-toward-zero conversion to fp8 is not supported; use the default rounding")
+    toward_zero = "rtz" in str(op.attrs.get("rounding", "rtne"))
     if src.name in FP8_FORMATS or dst.name in FP8_FORMATS:
         def widen(a):
             return fp8_to_float(em, src, a)
@@ -306,12 +305,15 @@ def _fresize(em: FunctionEmitter, op: Op) -> None:
         if dst.name in FP8_FORMATS:
             mbits, bias, maxv, nan, _ = FP8_FORMATS[dst.name]
             fn = em.ctx.require("tt_to_fp8")
-            elementwise(em, op, lambda a: f"{fn}({widen(a[0])}, {mbits}u, {bias}, {maxv}, {nan})")
+            rtz = "true" if toward_zero else "false"
+            elementwise(em, op, lambda a: f"{fn}({widen(a[0])}, {mbits}u, {bias}, {maxv}, {nan}, {rtz})")
         else:
             elementwise(em, op, lambda a: f"{ct}({widen(a[0])})")
         return
-    if "rtz" in rounding and dst.name in ("f16", "bf16") and src.name == "f32":
-        raise em.unsupported("round-toward-zero float conversion is not supported by the apple backend yet")
+    if toward_zero and dst.name in ("f16", "bf16") and src.name == "f32":
+        fn = em.ctx.require("tt_to_half_rtz" if dst.name == "f16" else "tt_to_bfloat_rtz")
+        elementwise(em, op, lambda a: f"{fn}({a[0]})")
+        return
     wide = em.ctx.wide_values.get(id(op.operands[0]))
     if wide is not None and dst.name == "f32":  # a bfloat16 scan result: read its float accumulator
         em.bind(op.result, wide)
@@ -443,6 +445,9 @@ def _lower_f64(em: FunctionEmitter, op: Op) -> None:
         tmpl = soft_f64.CASTS_TO_F64[src_ct]
         elementwise(em, op, lambda a: tmpl.format(f"{src_ct}({a[0]})"))
     elif src_ty.name == "f64" and (op.name in _INT_CAST_OPS or op.name in ("arith.truncf", "tt.fp_to_fp")):
+        if "rtz" in str(op.attrs.get("rounding", "rtne")):
+            raise em.unsupported("round-toward-zero conversion from float64 is not supported (software float64 "
+                                 "rounds to nearest even); convert to float32 first")
         dst_ct = em.ctype(res_ty) if res_ty.name != "i1" else "bool"
         if op.name == "arith.fptoui" and res_ty.name != "i1":
             dst_ct = unsigned_type(res_ty)
