@@ -155,7 +155,7 @@ HELPERS = {
     return a < b ? a : b;
 }""",
     "tt_to_fp8":
-    """static inline uchar tt_to_fp8(float x, uint mbits, int bias, float max_finite, uchar nan_code) {
+    """static inline uchar tt_to_fp8(float x, uint mbits, int bias, float max_finite, uchar nan_code, bool toward_zero) {
     if (isnan(x)) {
         return nan_code;
     }
@@ -165,17 +165,37 @@ HELPERS = {
     const float scale = float(1u << mbits);
     if (a < min_normal) {
         const float step = as_type<float>(uint(1 - bias - int(mbits) + 127) << 23);
-        return sign | uchar(rint(a / step));
+        return sign | uchar(toward_zero ? trunc(a / step) : rint(a / step));
     }
     const uint bits = as_type<uint>(a);
     int e = int((bits >> 23) & 0xFFu) - 127;
     const float m = as_type<float>((bits & 0x7FFFFFu) | 0x3F800000u);
-    uint q = uint(rint((m - 1.0f) * scale));
+    uint q = uint(toward_zero ? trunc((m - 1.0f) * scale) : rint((m - 1.0f) * scale));
     if (q == (1u << mbits)) {
         q = 0u;
         e += 1;
     }
     return sign | uchar((uint(e + bias) << mbits) | q);
+}""",
+    # float -> half / bfloat rounded toward zero (Triton's fp_downcast_rounding="rtz"): the nearest value, one
+    # step toward zero where it rounded away from zero; a finite value never becomes infinite
+    "tt_to_half_rtz":
+    """static inline half tt_to_half_rtz(float x) {
+    const half h = half(x);
+    if (isnan(x) || isinf(x)) {
+        return h;
+    }
+    if (isinf(h) || fabs(float(h)) > fabs(x)) {
+        return as_type<half>(ushort(as_type<ushort>(h) - 1));
+    }
+    return h;
+}""",
+    "tt_to_bfloat_rtz":
+    """static inline bfloat tt_to_bfloat_rtz(float x) {
+    if (isnan(x)) {
+        return bfloat(x);
+    }
+    return as_type<bfloat>(ushort(as_type<uint>(x) >> 16));
 }""",
     "tt_from_fp8":
     """static inline float tt_from_fp8(uchar c, uint mbits, int bias, bool has_inf) {
@@ -347,6 +367,111 @@ static inline void tt_lock64_store(device ulong* p, ulong v) {{
     y = y - (y - a / (y * y)) / 3.0f;
     y = y - (y - a / (y * y)) / 3.0f;
     return copysign(y, x);
+}""",
+    # sin(pi x) and cos(pi x): x reduced exactly to r in [-1, 1] (x - 2 rint(x / 2)), then to [-1/2, 1/2] by
+    # sin(pi (1 - r)) = sin(pi r), so integers give exact zeros and pi * r loses nothing that matters
+    "tt_sinpi":
+    """static inline float tt_sinpi(float x) {
+    if (isinf(x) || isnan(x)) {
+        return NAN;
+    }
+    float r = x - 2.0f * rint(0.5f * x);
+    if (fabs(r) > 0.5f) {
+        r = copysign(1.0f, r) - r;
+    }
+    return r == 0.0f ? copysign(0.0f, x) * 0.0f : precise::sin(M_PI_F * r);
+}
+static inline float tt_cospi(float x) {
+    if (isinf(x) || isnan(x)) {
+        return NAN;
+    }
+    const float r = fabs(x - 2.0f * rint(0.5f * x));
+    return tt_sinpi(0.5f - r);
+}""",
+    # sqrt(a^2 + b^2 + c^2 + d^2) and its reciprocal without overflow or underflow on the way: m (the largest
+    # magnitude) times s = sqrt(sum (x / m)^2), s in [1, 2]; an infinite argument wins over a NaN (as for hypot)
+    "tt_norm":
+    """static inline float tt_norm4_scaled(float a, float b, float c, float d, thread float& m) {
+    a = fabs(a);
+    b = fabs(b);
+    c = fabs(c);
+    d = fabs(d);
+    m = fmax(fmax(a, b), fmax(c, d));
+    if (isinf(a) || isinf(b) || isinf(c) || isinf(d)) {
+        m = INFINITY;
+        return 1.0f;
+    }
+    if (isnan(a) || isnan(b) || isnan(c) || isnan(d)) {
+        m = NAN;
+        return 1.0f;
+    }
+    if (m == 0.0f) {
+        return 1.0f;
+    }
+    a /= m;
+    b /= m;
+    c /= m;
+    d /= m;
+    return precise::sqrt(fma(a, a, fma(b, b, fma(c, c, d * d))));
+}
+static inline float tt_norm4(float a, float b, float c, float d) {
+    float m = 0.0f;
+    const float s = tt_norm4_scaled(a, b, c, d, m);
+    return m * s;
+}
+static inline float tt_rnorm4(float a, float b, float c, float d) {
+    float m = 0.0f;
+    const float s = tt_norm4_scaled(a, b, c, d, m);
+    return precise::divide(precise::divide(1.0f, s), m);
+}""",
+    # libdevice's ilogb / logb: the unbiased exponent (subnormals included); ilogb(0) and ilogb(NaN) are
+    # INT_MIN, ilogb(inf) INT_MAX, as CUDA's
+    "tt_ilogb":
+    """static inline int tt_ilogb(float x) {
+    if (x == 0.0f || isnan(x)) {
+        return INT_MIN;
+    }
+    if (isinf(x)) {
+        return INT_MAX;
+    }
+    int e = 0;
+    frexp(x, e);
+    return e - 1;
+}
+static inline float tt_logb(float x) {
+    if (x == 0.0f) {
+        return -INFINITY;
+    }
+    if (isinf(x) || isnan(x)) {
+        return fabs(x);
+    }
+    return float(tt_ilogb(x));
+}""",
+    # CUDA's __byte_perm(x, y, s): byte i of the result is byte (s >> 4i) & 7 of the 8 bytes y:x
+    "tt_byte_perm":
+    """static inline int tt_byte_perm(int x, int y, int s) {
+    const ulong v = ulong(uint(y)) << 32 | uint(x);
+    uint r = 0u;
+    for (uint i = 0u; i < 4u; ++i) {
+        const uint sel = (uint(s) >> (4u * i)) & 7u;
+        r |= uint((v >> (8u * sel)) & 0xFFul) << (8u * i);
+    }
+    return int(r);
+}""",
+    # an integer converted to float rounded down / up / toward zero: the nearest float, moved one step where it
+    # rounded the other way (compared exactly in 64 bits: every float that a 32-bit integer rounds to fits)
+    "tt_int_to_float_directed":
+    """static inline float tt_int_to_float_directed(long x, int mode) {
+    float f = float(x);
+    const long back = long(f);
+    if (mode == 1 && back > x) {
+        f = nextafter(f, -INFINITY);
+    } else if (mode == 2 && back < x) {
+        f = nextafter(f, INFINITY);
+    } else if (mode == 3 && (x >= 0 ? back > x : back < x)) {
+        f = nextafter(f, 0.0f);
+    }
+    return f;
 }""",
     "tt_erf":
     """static inline float tt_erf(float x) {
