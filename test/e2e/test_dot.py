@@ -77,6 +77,20 @@ def test_gemm_f16_output_accumulator(device):
     torch.testing.assert_close(c.float(), (a.float() @ b.float()), rtol=3e-2, atol=0.15)
 
 
+def test_f16_results_round_once_per_dot(device):
+    """A float16 accumulator (out_dtype=float16) is rounded once per tl.dot, after its K (here one dot of
+    K = 64): each result is the exactly rounded sum but for float32 accumulation order (at most one unit in the
+    last place off)."""
+    torch.manual_seed(1)
+    a = torch.randn(32, 64, device=device).half()
+    b = torch.randn(64, 32, device=device).half()
+    c = _matmul(a, b, BK=64, out_f16=True).cpu()
+    exact = a.cpu().double() @ b.cpu().double()
+    ulp = torch.finfo(torch.float16).eps * exact.abs().half().double().clamp_min(2.0**-14)
+    assert ((c.double() - exact.half().double()).abs() <= ulp * 1.01).all()
+    assert (c == exact.half()).float().mean() > 0.95
+
+
 @triton.jit
 def int8_dot_kernel(a_ptr, b_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr):
     rm = tl.arange(0, M)
