@@ -17,7 +17,7 @@ from triton.backends.compiler import BaseBackend, GPUTarget, Language
 from . import knobs
 from .errors import InvalidOptionError, UnsupportedFeatureError
 from .host import default_family
-from .target import DEFAULT_FAMILY, FAMILIES, MAX_WARPS, SIMD_WIDTH
+from .target import DEFAULT_FAMILY, GPU_FAMILIES, MAX_WARPS, SIMD_WIDTH
 
 
 @dataclass(frozen=True)
@@ -65,8 +65,8 @@ class AppleOptions:
         if self.num_ctas != 1:
             raise UnsupportedFeatureError(f"apple backend: num_ctas={self.num_ctas} is not supported; Metal has "
                                           "no thread-block clusters, use num_ctas=1")
-        if self.arch not in FAMILIES:
-            raise ValueError(f"apple backend: unknown GPU family {self.arch!r}; expected one of {tuple(FAMILIES)}")
+        if self.arch not in GPU_FAMILIES:
+            raise ValueError(f"apple backend: unknown GPU family {self.arch!r}; expected one of {tuple(GPU_FAMILIES)}")
         if self.num_stages < 1:
             raise ValueError(f"apple backend: num_stages must be >= 1, got {self.num_stages}")
         object.__setattr__(self, "extern_libs", tuple(sorted(dict(self.extern_libs or {}).items())))
@@ -117,13 +117,13 @@ class AppleBackend(BaseBackend):
 
     def __init__(self, target: GPUTarget) -> None:
         super().__init__(target)
-        if target.arch in FAMILIES:
+        if target.arch in GPU_FAMILIES:
             self.family = target.arch
         elif target.arch in ("", None):
             self.family = default_family()
         else:
             raise ValueError(f"apple backend: unknown GPU family {target.arch!r} for target "
-                             f"{target.backend!r}; expected one of {tuple(FAMILIES)} (or \"\" for the default)")
+                             f"{target.backend!r}; expected one of {tuple(GPU_FAMILIES)} (or \"\" for the default)")
         if target.warp_size != SIMD_WIDTH:
             raise ValueError(f"apple backend: SIMD-group width is {SIMD_WIDTH}, got warp_size={target.warp_size}")
         self.binary_ext = "msl"

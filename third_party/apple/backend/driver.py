@@ -27,11 +27,13 @@ from triton.backends.compiler import GPUTarget
 from triton.backends.driver import DriverBase
 
 from . import debug_buffer, knobs
-from .arguments import ADDED_BUFFERS, check_scalar, plan_arguments, tensor_argument
+from .abi.arguments import bytes_tensor, plan_arguments, scalar_bytes, tensor_argument
+from .abi.scalars import msl_of_signature
+from .abi.slots import ADDED_BUFFERS, POINTER, BufferSlot, slots_from_json
 from .errors import KernelArgError
 from .host import default_family, mac_gpu_cores, mps_available
-from .target import (MAX_REGS_PER_THREAD, MAX_THREADGROUP_MEMORY, MAX_THREADS_PER_THREADGROUP,
-                     MSL_TO_TORCH, SIMD_WIDTH, family, msl_of_signature)
+from .target import (MAX_REGS_PER_THREAD, MAX_THREADGROUP_MEMORY, MAX_THREADS_PER_THREADGROUP, SIMD_WIDTH, family,
+                     threads_per_threadgroup)
 
 # The torch device type of Metal-mode tensors. A constant, not a literal at each use, only so that the MPS
 # stand-in of the tests (test/backend/mps_standin.py, docs/mps_standin.md) can run this metal-mode code
@@ -236,143 +238,151 @@ def _warn_soft_f64(kernel: str) -> None:
                   "values in float32 instead", UserWarning, stacklevel=3)
 
 
-def _emulator_converter(kernel: str, plan: List[tuple]):
+def _emulator_converter(kernel: str, plan: List[Tuple[int, BufferSlot]]):
     """What the native launcher calls for an argument it does not bind itself (anything but a CPU torch tensor
-    or an in-range Python number): the checks of `AppleLauncher.bind`, which raise `KernelArgError` naming the
-    argument, or the value to bind (a `triton.reinterpret` view's tensor, an emulator Scalar). A closure over
+    or a Python number it packs): the checks of `check_arguments`, which raise `KernelArgError` naming the
+    argument, or the value to bind (a `triton.reinterpret` view's tensor, a scalar's bytes). A closure over
     data, not a launcher method: the plan that holds it is held by the launcher."""
-    from . import emulator
 
     def convert(slot: int, value: Any) -> Any:
         if slot >= len(plan):  # a buffer the backend adds (debug buffer, lock table)
             return value
         _, p = plan[slot]
-        if p["kind"] == "pointer":
+        if p.kind == POINTER:
             return tensor_argument(kernel, p, value)
-        return emulator.Scalar(check_scalar(kernel, p, value), p["msl_type"])
+        return scalar_bytes(kernel, p, value)
 
     return convert
 
 
 class AppleLauncher:
-    """Binds Triton's launch arguments to the kernel's buffer slots and dispatches one grid."""
+    """Binds Triton's launch arguments to the kernel's buffer slots and dispatches one grid.
+
+    Where the kernel runs follows the function `load_binary` gave: an `EmulatorFunction` runs on the emulator
+    (the `cpu` driver on a Mac too), anything else is a Metal function. The launch path is chosen at the first
+    launch and kept (`EmulatorLaunch`, `MetalLaunch`)."""
 
     def __init__(self, src, metadata):
         self.name = metadata.name
-        self.num_warps = metadata.num_warps
-        params = json.loads(metadata.kernel_signature)
-        self.params = params
+        self.threads = threads_per_threadgroup(metadata.num_warps)
+        slots = slots_from_json(metadata.kernel_signature)
         signature = dict(getattr(src, "signature", {}) or {})
         if not signature:  # kernels built from IR text: runtime arguments are the MSL parameters
-            signature = {p["name"]: p["triton_type"] for p in params}
-        self.arguments = plan_arguments(self.name, signature, params)
+            signature = {p.name: p.triton_type for p in slots if not p.is_added}
+        self.arguments = plan_arguments(self.name, signature, slots)
         self.plan = self.arguments.slots
-        # Where the kernel runs follows what `load_binary` gave: an EmulatorFunction runs on the emulator (the
-        # `cpu` driver on a Mac too), anything else is a Metal function. Until a launch says, the device's mode.
-        self.mode = "emulator" if device_mode() != "metal" else "metal"
+        self.added = [p for p in slots if p.is_added]  # the buffers the backend adds, in slot order
         self.locations = MslLocations(json.loads(getattr(metadata, "msl_locations", "[]") or "[]"))
         self.debug_formats = json.loads(getattr(metadata, "debug_formats", "[]") or "[]")
         if getattr(metadata, "soft_f64", False):
             _warn_soft_f64(self.name)
-        self.added = [p for p in params if p["kind"] in ADDED_BUFFERS]  # the buffers the backend adds, in slot order
-        self.has_debug = any(p["kind"] == "debug" for p in self.added)
-        self._emulator_plans = None  # (EmulatorKernel, its native binding plan)
+        self._launch = None  # EmulatorLaunch or MetalLaunch, chosen at the first launch
 
-    def bind(self, args: Sequence[Any]) -> List[Any]:
-        """Prepared launch arguments (`ArgumentPlan.prepare`) -> per-slot buffers (tensors or typed scalars):
-        what a Metal launch binds. On the emulator the native launcher binds them (`_emulator_plan`), with
-        these same checks."""
-        from . import emulator
-        bound = []
+    def check_arguments(self, args: Sequence[Any]) -> None:
+        """Raise the KernelArgError naming the first prepared launch argument (`ArgumentPlan.prepare`) that does
+        not fit its parameter."""
         for pos, p in self.plan:
-            value = args[pos]
-            if p["kind"] == "pointer":
-                bound.append(tensor_argument(self.name, p, value))
+            if p.kind == POINTER:
+                tensor_argument(self.name, p, args[pos])
             else:
-                v = check_scalar(self.name, p, value)
-                bound.append(v if self.mode == "metal" else emulator.Scalar(v, p["msl_type"]))
-        return bound
+                scalar_bytes(self.name, p, args[pos])
+
+    def added_buffers(self, device: str) -> dict:
+        """Fresh buffers for the slots the backend adds after the arguments (kind -> tensor, in slot order)."""
+        return {p.kind: ADDED_BUFFERS[p.kind].new(device) for p in self.added}
 
     def __call__(self, gridX, gridY, gridZ, _stream, function, _packed_metadata, launch_metadata, enter_hook,
                  exit_hook, *args):
         if gridX * gridY * gridZ == 0:
             return
-        threads = self.num_warps * SIMD_WIDTH
-        if isinstance(function, EmulatorFunction):
-            self.mode = "emulator"
-            args = self.arguments.prepare(args, "cpu")
-            debug = self._launch_emulator(function, (gridX, gridY, gridZ), threads, args, enter_hook, launch_metadata)
-        else:
-            self.mode = "metal"
-            bound = self.bind(self.arguments.prepare(args, METAL_DEVICE))
-            added = self._added_buffers(METAL_DEVICE)
-            bound += added.values()
-            debug = added.get("debug")
-            if enter_hook is not None:
-                enter_hook(launch_metadata)
-            self._dispatch_metal(function, bound, (gridX, gridY, gridZ), threads)
+        launch = self._launch
+        if launch is None:
+            launch = self._launch = (EmulatorLaunch if isinstance(function, EmulatorFunction) else MetalLaunch)(self)
+        debug = launch(function, (gridX, gridY, gridZ), args, enter_hook, launch_metadata)
         if debug is not None:
-            if self.mode == "metal":
-                import torch
-                torch.mps.synchronize()
             debug_buffer.report(debug.cpu().tolist(), self.debug_formats, self.name)
         if exit_hook is not None:
             exit_hook(launch_metadata)
 
-    def _launch_emulator(self, function, grid, threads, args, enter_hook, launch_metadata):
-        """One launch through the native launcher (backend/driver.c): it binds `args` by the kernel's plan,
-        calls `enter_hook` and runs the kernel. Returns the debug buffer, if the kernel has one."""
+
+class EmulatorLaunch:
+    """Launches of one kernel on the emulator, through its native launcher (`emulator/native/launcher.c`)."""
+
+    def __init__(self, launcher: AppleLauncher):
+        self.launcher = launcher
+        self._plan = None  # (EmulatorKernel, its native binding plan)
+
+    def __call__(self, function: "EmulatorFunction", grid, args, enter_hook, launch_metadata):
+        """Binds `args` by the kernel's plan, calls `enter_hook` and runs the kernel. Returns the debug buffer,
+        if the kernel has one."""
+        la = self.launcher
+        args = la.arguments.prepare(args, "cpu")
         if not function.is_compiled:  # first launch: a bad argument is reported before clang compiles the MSL
-            self.bind(args)
-        kernel = function.compiled(self.locations)
-        plan = self._emulator_plan(kernel, threads)
+            la.check_arguments(args)
+        kernel = function.compiled(la.locations)
+        plan = self._native_plan(kernel)
         if not (0 <= grid[0] <= 0xFFFFFFFF and 0 <= grid[1] <= 0xFFFFFFFF and 0 <= grid[2] <= 0xFFFFFFFF):
             from .emulator.runtime import _dim3
-            _dim3(self.name, grid, "grid", 0)  # raises, saying which dimension
-        added = self._added_buffers("cpu")
+            _dim3(la.name, grid, "grid", 0)  # raises, saying which dimension
+        added = la.added_buffers("cpu")
         try:
-            kernel.run(plan, grid, (threads, 1, 1), args, tuple(added.values()), enter_hook, launch_metadata)
+            kernel.run(plan, grid, (la.threads, 1, 1), args, tuple(added.values()), enter_hook, launch_metadata)
         except Exception as e:
             from .emulator import EmulatorLaunchError
             if isinstance(e, EmulatorLaunchError):
-                e.args = (self.locations.explain(str(e), e.msl_lines), )
+                e.args = (la.locations.explain(str(e), e.msl_lines), )
             raise
         return added.get("debug")
 
-    def _added_buffers(self, device: str) -> dict:
-        """Fresh buffers for the slots the backend adds after the arguments (kind -> tensor, in slot order)."""
-        return {p["kind"]: ADDED_BUFFERS[p["kind"]](device) for p in self.added}
-
-    def _emulator_plan(self, kernel, threads: int):
+    def _native_plan(self, kernel):
         """The native launcher's binding plan for `kernel` (made on its first launch): buffer slot k takes
         runtime argument k (constexprs skipped), the buffers the backend adds the last slots."""
-        cached = self._emulator_plans
+        cached = self._plan
         if cached is not None and cached[0] is kernel:
             return cached[1]
         from .emulator import EmulatorLaunchError
-        from .target import MAX_THREADS_PER_THREADGROUP
-        if threads > MAX_THREADS_PER_THREADGROUP:
-            raise EmulatorLaunchError(f"kernel '{self.name}': threadgroup {(threads, 1, 1)} has {threads} threads; "
-                                      f"Metal allows 1 to {MAX_THREADS_PER_THREADGROUP}", kernel_name=self.name)
-        sources = [(pos, p["kind"], p["msl_type"]) for pos, p in self.plan]
-        sources += [(-1 - k, "pointer", p["msl_type"]) for k, p in enumerate(self.added)]
-        plan = kernel.plan(sources, _emulator_converter(self.name, self.plan))
-        self._emulator_plans = (kernel, plan)
+        la = self.launcher
+        if la.threads > MAX_THREADS_PER_THREADGROUP:
+            raise EmulatorLaunchError(f"kernel '{la.name}': threadgroup {(la.threads, 1, 1)} has {la.threads} "
+                                      f"threads; Metal allows 1 to {MAX_THREADS_PER_THREADGROUP}", kernel_name=la.name)
+        sources = [(pos, p.kind, p.msl_type) for pos, p in la.plan]
+        sources += [(-1 - k, POINTER, p.msl_type) for k, p in enumerate(la.added)]
+        plan = kernel.plan(sources, _emulator_converter(la.name, la.plan))
+        self._plan = (kernel, plan)
         return plan
 
-    def _dispatch_metal(self, fn, bound, grid, threads):
-        import torch
-        args = []
-        plan = self.plan + [(None, {**p, "kind": "pointer"}) for p in self.added]
-        for (pos, p), v in zip(plan, bound):
-            if p["kind"] == "pointer":
-                if v.device.type != METAL_DEVICE:
-                    raise KernelArgError(f"apple backend: kernel '{self.name}' argument '{p['name']}' is on "
-                                         f"{v.device}; the Metal device needs mps tensors")
-                args.append(v)
+
+class MetalLaunch:
+    """Launches of one kernel on the GPU, through `torch.mps.compile_shader`'s dispatch on PyTorch's current MPS
+    stream. Scalars bind as small tensors holding the bytes `abi.scalars.pack` gives."""
+
+    def __init__(self, launcher: AppleLauncher):
+        self.launcher = launcher
+
+    def __call__(self, function, grid, args, enter_hook, launch_metadata):
+        la = self.launcher
+        args = la.arguments.prepare(args, METAL_DEVICE)
+        buffers = []
+        for pos, p in la.plan:
+            if p.kind == POINTER:
+                t = tensor_argument(la.name, p, args[pos])
+                if t.device.type != METAL_DEVICE:
+                    raise KernelArgError(f"apple backend: kernel '{la.name}' argument '{p.name}' is on {t.device}; "
+                                         "the Metal device needs mps tensors")
+                buffers.append(t)
             else:
-                args.append(torch.tensor([v], dtype=getattr(torch, MSL_TO_TORCH[p["msl_type"]]), device=METAL_DEVICE))
-        fn(*args, threads=[grid[0] * threads, grid[1], grid[2]], group_size=[threads, 1, 1])
+                buffers.append(bytes_tensor(scalar_bytes(la.name, p, args[pos]), METAL_DEVICE))
+        added = la.added_buffers(METAL_DEVICE)
+        buffers += added.values()
+        if enter_hook is not None:
+            enter_hook(launch_metadata)
+        threads = la.threads
+        function(*buffers, threads=[grid[0] * threads, grid[1], grid[2]], group_size=[threads, 1, 1])
+        debug = added.get("debug")
+        if debug is not None:
+            import torch
+            torch.mps.synchronize()
+        return debug
 
 
 class AppleDriver(DriverBase):

@@ -1,6 +1,6 @@
 """The emulator runtime from Python: loading it, kernel objects, argument binding and launching.
 
-Launches go through the native launcher, `backend/driver.c` (upstream's `driver.c` role), compiled on first use
+Launches go through the native launcher, `native/launcher.c` (the role upstream's generated launchers play), compiled on first use
 with Triton's `compile_module_from_file` into Triton's cache: it builds the runtime's launch and buffer descriptors
 from the arguments and runs `tt_emu_launch_begin` / `_wait` with the GIL released. ctypes only loads libraries
 (the runtime, each kernel) and hands the launcher the runtime's function addresses. There is no other launch
@@ -13,11 +13,9 @@ import _ctypes
 import collections
 import ctypes
 import hashlib
-import math
 import os
 import re
 import shutil
-import struct
 import sys
 import sysconfig
 import threading
@@ -27,6 +25,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
 from .. import knobs
+from ..abi import scalars
 from ..target import MAX_THREADS_PER_THREADGROUP
 from . import signature as _sig
 from . import toolchain
@@ -102,10 +101,10 @@ def runtime_library() -> ctypes.CDLL:
 
 
 # ------------------------------------------------------------------------------------------------
-# The native launcher (backend/driver.c)
+# The native launcher (native/launcher.c)
 # ------------------------------------------------------------------------------------------------
 
-LAUNCHER_SOURCE = Path(__file__).resolve().parent.parent / "driver.c"
+LAUNCHER_SOURCE = toolchain.NATIVE_DIR / "launcher.c"
 LAUNCHER_MODULE = "apple_launcher"
 _launcher = None
 _launcher_lock = threading.Lock()
@@ -202,84 +201,28 @@ def bench_fiber_switch(n: int = 1_000_000) -> float:
 # Scalars
 # ------------------------------------------------------------------------------------------------
 
-_SCALAR_FORMATS = {
-    "bool": "?", "char": "b", "uchar": "B", "short": "h", "ushort": "H", "int": "i", "uint": "I", "long": "q",
-    "ulong": "Q", "half": "e", "float": "f", "bfloat": None,
-}
-_SCALAR_ALIASES = {
-    "int8_t": "char", "uint8_t": "uchar", "int16_t": "short", "uint16_t": "ushort", "int32_t": "int",
-    "uint32_t": "uint", "int64_t": "long", "uint64_t": "ulong", "size_t": "ulong", "signed char": "char",
-    "unsigned char": "uchar", "unsigned short": "ushort", "unsigned int": "uint", "unsigned": "uint",
-    "unsigned long": "ulong", "i1": "bool", "i8": "char", "u8": "uchar", "i16": "short", "u16": "ushort",
-    "i32": "int", "u32": "uint", "i64": "long", "u64": "ulong", "fp16": "half", "f16": "half", "bf16": "bfloat",
-    "fp32": "float", "f32": "float", "float32": "float", "float16": "half", "bfloat16": "bfloat", "int32": "int",
-    "uint32": "uint", "int64": "long", "uint64": "ulong", "int16": "short", "uint16": "ushort", "int8": "char",
-    "uint8": "uchar",
-}
-_INTEGER_TYPES = {"bool", "char", "uchar", "short", "ushort", "int", "uint", "long", "ulong"}
-
-
-def _bfloat_bits(x: float) -> int:
-    bits = struct.unpack("<I", struct.pack("<f", x))[0]
-    if math.isnan(x):
-        return ((bits >> 16) | 0x40) & 0xFFFF
-    bits += 0x7FFF + ((bits >> 16) & 1)  # round to nearest even
-    return (bits >> 16) & 0xFFFF
-
-
 def _parse_type(type_name: str) -> Tuple[str, int]:
+    """An MSL scalar or vector type name -> (its scalar type's MSL name, lanes)."""
     t = " ".join(type_name.split())
-    t = _SCALAR_ALIASES.get(t, t)
-    if t in _SCALAR_FORMATS:
-        return t, 1
-    m = re.fullmatch(r"([a-z]+)([234])", t)
-    if m:
-        base = _SCALAR_ALIASES.get(m.group(1), m.group(1))
-        if base in _SCALAR_FORMATS:
-            return base, int(m.group(2))
-    raise ValueError(f"unknown Metal scalar type {type_name!r}")
-
-
-_FLOAT_MAX = {"float": "3.4028235e38", "half": "65504", "bfloat": "3.3895314e38"}
-
-
-def _pack_scalar(base: str, value) -> bytes:
-    """The bytes of `value` as Metal type `base`. Raises ValueError (saying what would fit) for an integer
-    outside the type's width (accepted: the signed or the unsigned range of that width, i.e. any bit
-    pattern, as Triton passes unsigned values in signed parameters) or a finite float beyond the type."""
-    if base == "bool":
-        return struct.pack("<?", bool(value))
-    fmt = _SCALAR_FORMATS[base]
-    if not isinstance(value, (int, float)) and not hasattr(value, "__index__") and not hasattr(value, "__float__"):
-        raise ValueError(f"{value!r} ({type(value).__name__}) is not a number")
-    if base in _INTEGER_TYPES:
-        if isinstance(value, float) and not value.is_integer():
-            raise ValueError(f"{value!r} is not an integer")
-        value = int(value)
-        bits = 8 * struct.calcsize(fmt)
-        if not -(1 << (bits - 1)) <= value < (1 << bits):
-            raise ValueError(f"{value} does not fit in {bits} bits ({base} takes {-(1 << (bits - 1))} to "
-                             f"{(1 << bits) - 1}, negative values and values above the signed maximum as their "
-                             f"two's-complement bit pattern)")
-        value %= 1 << bits
-        return struct.pack("<" + fmt.upper(), value)
-    value = float(value)
+    m = re.fullmatch(r"([a-z_]+?)([234])", t)
     try:
-        if base == "bfloat":
-            if math.isfinite(value) and abs(value) >= 3.3961776e38:  # rounds to inf in bfloat
-                raise OverflowError
-            return struct.pack("<H", _bfloat_bits(value))
-        return struct.pack("<" + fmt, value)
-    except OverflowError:
-        raise ValueError(f"{value!r} is out of range for {base} (largest finite value {_FLOAT_MAX[base]}); "
-                         f"pass a value in range, inf explicitly, or use a wider parameter type") from None
+        if m and m.group(1) != "tt_double":
+            return scalars.msl_scalar(m.group(1)).name, int(m.group(2))
+        return scalars.msl_scalar(t).name, 1
+    except KeyError:
+        raise ValueError(f"unknown Metal scalar type {type_name!r}") from None
+
+
+def _is_integer(msl: str) -> bool:
+    return scalars.MSL_SCALARS[msl].kind in ("int", "bool")
 
 
 class Scalar:
     """A value for a ``constant T&`` parameter, packed as the Metal type ``type_name``
     (``"int"``, ``"uint"``, ``"long"``, ``"ulong"``, ``"float"``, ``"half"``, ``"bfloat"``, ``"bool"``,
-    ``"short"``, ``"ushort"``, ``"char"``, ``"uchar"`` and vectors such as ``"uint3"``/``"float4"``
-    with a sequence value; vec3 is padded to 4 elements as in Metal).
+    ``"short"``, ``"ushort"``, ``"char"``, ``"uchar"``, ``"tt_double"`` (the backend's software float64) and
+    vectors such as ``"uint3"``/``"float4"`` with a sequence value; vec3 is padded to 4 elements as in Metal).
+    Values are packed by the backend's one scalar packer (``abi.scalars.pack``), with its rules.
 
     A value that does not fit the type (``Scalar(1e300, "float")``, ``Scalar(2**40, "int")``) is recorded in
     ``problem`` and refused when the scalar is bound to a kernel parameter, so that the error can name the
@@ -302,10 +245,10 @@ class Scalar:
         parts = []
         for v in vals:
             try:
-                parts.append(_pack_scalar(base, v))
-            except ValueError as e:
+                parts.append(scalars.pack(base, v))
+            except scalars.ScalarValueError as e:
                 self.problem = self.problem or str(e)
-                parts.append(bytes(_sig.type_size(base)))
+                parts.append(bytes(scalars.MSL_SCALARS[base].nbytes))
         self.data = b"".join(parts)
 
     @property
@@ -473,7 +416,7 @@ class EmulatorKernel:
                     want, _ = _parse_type(p.base_type)
                 except ValueError:
                     want = None
-                if want and want != arg.base and not (want in _INTEGER_TYPES and arg.base in _INTEGER_TYPES):
+                if want and want != arg.base and not (_is_integer(want) and _is_integer(arg.base)):
                     raise EmulatorLaunchError(
                         f"kernel '{self.name}': parameter '{p.name}' is {p.msl_type} but got {arg!r}",
                         kernel_name=self.name, param=p.name, slot=p.index)
@@ -618,7 +561,7 @@ class EmulatorKernel:
                 want, _ = _parse_type(p.base_type)
             except ValueError:
                 return True
-            return want == msl_type or (want in _INTEGER_TYPES and msl_type in _INTEGER_TYPES)
+            return want == msl_type or (_is_integer(want) and _is_integer(msl_type))
         return True
 
     def run(self, plan, grid: Tuple[int, int, int], threadgroup: Tuple[int, int, int], args: tuple,

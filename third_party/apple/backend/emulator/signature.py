@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
+from ..abi import scalars
 from ..target import MAX_BUFFER_SLOTS
 from .errors import EmulatorCompileError
 
@@ -30,41 +31,33 @@ BUILTINS: Dict[str, Tuple[str, bool]] = {
     "thread_execution_width": ("simd_width", False),
 }
 
-# scalar type -> byte size (Metal sizes)
-SCALAR_SIZES: Dict[str, int] = {
-    "bool": 1, "char": 1, "uchar": 1, "short": 2, "ushort": 2, "int": 4, "uint": 4, "long": 8, "ulong": 8,
-    "half": 2, "float": 4, "bfloat": 2,
-    "int8_t": 1, "uint8_t": 1, "int16_t": 2, "uint16_t": 2, "int32_t": 4, "uint32_t": 4, "int64_t": 8,
-    "uint64_t": 8, "size_t": 8, "ptrdiff_t": 8,
-}
 ATOMIC_SIZES = {"atomic_int": 4, "atomic_uint": 4, "atomic_float": 4, "atomic_bool": 1, "atomic_ulong": 8}
-_MULTIWORD = {
-    "unsigned char": "uchar", "signed char": "char", "unsigned short": "ushort", "unsigned int": "uint",
-    "unsigned long": "ulong", "unsigned": "uint",
-}
 _ADDRESS_SPACES = ("device", "constant", "threadgroup", "thread")
 
 
 def type_size(base: str) -> int:
     """Byte size of a Metal scalar/vector/atomic type name, 0 if unknown (e.g. a struct)."""
-    base = base.strip()
-    base = _MULTIWORD.get(base, base)
-    if base in SCALAR_SIZES:
-        return SCALAR_SIZES[base]
+    base = " ".join(base.split())
+    size = _scalar_size(base)
+    if size:
+        return size
     if base in ATOMIC_SIZES:
         return ATOMIC_SIZES[base]
     m = re.fullmatch(r"atomic\s*<\s*(\w+)\s*>", base)
     if m:
-        return SCALAR_SIZES.get(m.group(1), 0)
-    m = re.fullmatch(r"([a-z]+)([234])", base)
-    if m and m.group(1) in SCALAR_SIZES:
+        return _scalar_size(m.group(1))
+    m = re.fullmatch(r"([a-z]+)([234])", base) or re.fullmatch(r"(?:metal::)?vec\s*<\s*(\w+)\s*,\s*([234])\s*>", base)
+    if m and _scalar_size(m.group(1)):
         n = int(m.group(2))
-        return SCALAR_SIZES[m.group(1)] * (4 if n == 3 else n)
-    m = re.fullmatch(r"(?:metal::)?vec\s*<\s*(\w+)\s*,\s*([234])\s*>", base)
-    if m and m.group(1) in SCALAR_SIZES:
-        n = int(m.group(2))
-        return SCALAR_SIZES[m.group(1)] * (4 if n == 3 else n)
+        return _scalar_size(m.group(1)) * (4 if n == 3 else n)
     return 0
+
+
+def _scalar_size(name: str) -> int:
+    try:
+        return scalars.msl_scalar(name).nbytes
+    except KeyError:
+        return 0
 
 
 @dataclass

@@ -122,15 +122,16 @@ _CANDIDATES = ("clang++-22", "clang++-21", "clang++-20", "clang++-19", "clang++-
 _MIN_CLANG, _MIN_APPLE_CLANG = 17, 16
 
 
+NATIVE_DIR = Path(__file__).resolve().parent / "native"  # ships inside the package, in every install
+
+
 def native_dirs() -> Tuple[Path, Path]:
-    """(include dir, lib dir) of the native sources: ``<package>/native/{include,lib}`` in an installed
-    wheel, else ``third_party/apple/{include,lib}`` next to the backend package in the source tree."""
-    pkg = Path(__file__).resolve().parent.parent  # .../backend (the triton.backends.apple package)
-    for root in (pkg / "native", pkg.parent):
-        inc, lib = root / "include", root / "lib"
-        if (inc / "metal_compat.h").is_file() and (lib / "emulator_runtime.cpp").is_file():
-            return inc, lib
-    raise EmulatorError(f"Metal emulator native sources not found under {pkg / 'native'} or {pkg.parent}")
+    """(include dir, source dir) of the emulator's native sources: ``emulator/native/include`` (the compat
+    header, the runtime's C ABI, the limits) and ``emulator/native`` (the runtime and the launcher)."""
+    inc = NATIVE_DIR / "include"
+    if not ((inc / "metal_compat.h").is_file() and (NATIVE_DIR / "emulator_runtime.cpp").is_file()):
+        raise EmulatorError(f"Metal emulator native sources not found under {NATIVE_DIR} (an incomplete install?)")
+    return inc, NATIVE_DIR
 
 
 # -- permissions and trust ------------------------------------------------------------------------------
@@ -276,7 +277,7 @@ def native_sources() -> Dict[str, bytes]:
     for p in sorted(inc.iterdir()):
         if p.is_file():
             files["include/" + p.name] = p.read_bytes()
-    files["lib/emulator_runtime.cpp"] = (lib / "emulator_runtime.cpp").read_bytes()
+    files["emulator_runtime.cpp"] = (lib / "emulator_runtime.cpp").read_bytes()
     return files
 
 
@@ -429,7 +430,7 @@ def build_runtime() -> Path:
     flags = list(RUNTIME_FLAGS) + list(host_arch_flags()) + _runtime_defines()
     srcs = native_sources()
     key = _hash("runtime", _compiler_version(cxx)[1], flags, srcs["include/emulator_runtime.h"],
-                srcs["include/metal_limits.h"], srcs["lib/emulator_runtime.cpp"])[:32]
+                srcs["include/metal_limits.h"], srcs["emulator_runtime.cpp"])[:32]
     out_dir = cache_root() / f"runtime-{key}"
 
     def build(directory: Path):

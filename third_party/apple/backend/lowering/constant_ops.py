@@ -6,7 +6,7 @@ import math
 import struct
 
 from ..ir import Op
-from ..target import SCALARS
+from ..abi.scalars import ELEMENT_TYPES
 from . import soft_f64
 from .emitter import FunctionEmitter, Lowered, elem_type
 from .registry import OpFamily
@@ -59,7 +59,7 @@ def scalar_literal(text: str, ty, demote_f64: bool = False) -> str:
         return "true" if text in ("true", "1", "-1") else "false"
     if ty.is_int:
         v = int(text, 0)
-        ct = SCALARS[name].msl
+        ct = ELEMENT_TYPES[name].msl
         if name in ("i64", "index"):
             if v == -(1 << 63):
                 return "long(-9223372036854775807L - 1)"

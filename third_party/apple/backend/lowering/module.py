@@ -3,9 +3,10 @@
 Kernel arguments bind to consecutive buffer slots in signature order (pointers as `device T*`, scalars as
 `constant T&`), which is the order PyTorch's `compile_shader` dispatch and the emulator bind them in. A kernel
 with more arguments than Metal's 31 buffer slots (host tensor descriptors expand to 11 arguments each) gets
-its scalars packed into one buffer of 32-bit words instead (`PACKED_SCALARS`, after the pointers), which the
-launchers fill; the kernel reads each scalar from its words into a variable of its own at the start.
-The op families the lowering knows are listed here, explicitly (`FAMILIES`).
+its scalars packed into one buffer of 32-bit words instead (`abi.slots.PACKED_SCALARS`, after the pointers),
+which the launchers fill; the kernel reads each scalar from its words into a variable of its own at the start.
+What each slot is goes into the kernel's metadata as `abi.slots.BufferSlot`s.
+The op families the lowering knows are listed here, explicitly (`OP_FAMILIES`).
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import List, Tuple
 
+from ..abi.slots import ADDED_BUFFERS, PACKED, PACKED_SCALARS, POINTER, SCALAR, BufferSlot, packed_layout, slots_to_json
 from ..analysis.axis_info import AxisInfoAnalysis
 from ..errors import ResourceLimitError
 from ..ir import Function, Module
@@ -21,7 +23,7 @@ from ..ir.types import PointerType, ScalarType, TensorType, Type
 from ..layouts import LayoutService
 from ..target import MAX_BUFFER_SLOTS
 from .control_flow_ops import lower_body
-from .context import ADDED_PARAMS, BUILTIN_INPUTS, KernelContext
+from .context import BUILTIN_INPUTS, KernelContext
 from .emitter import FunctionEmitter, Lowered
 from .msl_types import msl_function_name
 from .registry import build_table
@@ -45,9 +47,9 @@ from .spmd_ops import FAMILY as SPMD
 from .view_ops import FAMILY as VIEW
 
 # Every op family the lowering knows: one `*_ops.py` module each.
-FAMILIES = (ATOMIC, BARRIER, CONSTANT, CONTROL_FLOW, CONVERT_LAYOUT, DEBUG, DOT, ELEMENTWISE, EXTERN, GATHER, HISTOGRAM,
+OP_FAMILIES = (ATOMIC, BARRIER, CONSTANT, CONTROL_FLOW, CONVERT_LAYOUT, DEBUG, DOT, ELEMENTWISE, EXTERN, GATHER, HISTOGRAM,
             LOAD_STORE, LOCAL_MEMORY, MAP_ELEMENTWISE, REDUCE, SCAN, SPMD, VIEW)
-LOWERINGS = build_table(FAMILIES)
+LOWERINGS = build_table(OP_FAMILIES)
 
 PRELUDE = """#include <metal_stdlib>
 using namespace metal;
@@ -58,18 +60,6 @@ THREADGROUP_BUFFER = """#ifndef TT_THREADGROUP_BUFFER
 #define TT_THREADGROUP_BUFFER(name, nbytes) threadgroup alignas(16) uchar name[nbytes]
 #endif
 """
-
-
-@dataclass
-class BufferSlot:
-    """How one kernel argument is bound: its `[[buffer(slot)]]`, kind and types (launchers read these)."""
-    name: str
-    slot: int
-    # "pointer" | "scalar" | "packed" (a scalar in the PACKED_SCALARS buffer at slot) | a kind of ADDED_PARAMS
-    kind: str
-    msl_type: str
-    triton_type: str
-    word: int = 0  # "packed": its first 32-bit word in the buffer
 
 
 @dataclass
@@ -84,7 +74,7 @@ class LoweredKernel:
     soft_f64: bool = False  # computes float64 in software (lowering/soft_f64.py)
 
     def signature_json(self) -> str:
-        return json.dumps([p.__dict__ for p in self.slots])
+        return slots_to_json(self.slots)
 
     def locations_json(self) -> str:
         return json.dumps(self.locations)
@@ -121,16 +111,15 @@ def _lower_callee(ctx: KernelContext, fn: Function) -> Tuple[str, FunctionEmitte
     return f"static void {ctx.function_name(fn)}({', '.join(params + _context_params(ctx))})", em
 
 
-# The buffer packed scalars are read from (kernels with more arguments than buffer slots).
-PACKED_SCALARS = "tt_scalars"
-
-
 def _unpack_scalar(ct: str, word: int) -> str:
-    """MSL reading a scalar of MSL type `ct` from the packed words at `word` (Metal is little-endian: an
-    8- or 16-bit value is the low bits of its word; 64-bit values take two words)."""
-    w = f"{PACKED_SCALARS}[{word}]"
+    """MSL reading a scalar of MSL type `ct` from the packed words at `word` (`abi.slots.packed_layout`; Metal is
+    little-endian: an 8- or 16-bit value is the low bits of its word; 64-bit values take two words)."""
+    buf = PACKED_SCALARS.name
+    w = f"{buf}[{word}]"
     if ct in ("long", "ulong"):
-        return f"{ct}(ulong({PACKED_SCALARS}[{word + 1}]) << 32 | {w})"
+        return f"{ct}(ulong({buf}[{word + 1}]) << 32 | {w})"
+    if ct == "tt_double":
+        return f"tt_f64_from_bits(ulong({buf}[{word + 1}]) << 32 | {w})"
     if ct == "bool":
         return f"{w} != 0u"
     if ct in ("half", "bfloat"):
@@ -145,7 +134,7 @@ def _unpack_scalar(ct: str, word: int) -> str:
 def _kernel_params(ctx: KernelContext, em: FunctionEmitter,
                    kernel_fn: Function) -> Tuple[List[BufferSlot], List[str], List[str]]:
     """The buffer slots, their parameter text (the builtin inputs come from `_builtin_params`) and the
-    statements that unpack packed scalars."""
+    statements that read scalars into variables of their own (packed ones, float64 ones)."""
     slots: List[BufferSlot] = []
     text: List[str] = []
     unpack: List[str] = []
@@ -155,39 +144,49 @@ def _kernel_params(ctx: KernelContext, em: FunctionEmitter,
     added = ctx.added_buffers()
     packed = len(kernel_fn.args) + len(added) > MAX_BUFFER_SLOTS
     pointers = [a for a in kernel_fn.args if isinstance(a.type, PointerType)]
-    words = 0
+    scalars = [a for a in kernel_fn.args if not isinstance(a.type, PointerType)]
+    words = dict(zip(map(id, scalars), packed_layout([em.ctype(a.type) for a in scalars]))) if packed else {}
     for a in kernel_fn.args:  # slots are listed in argument order, which is the launchers' order
         name = em.fresh(a.name)
         ct = em.ctype(a.type)
         pointer = isinstance(a.type, PointerType)
         if not packed:
             slot = len(slots)
-            text.append(f"{ct} {name} [[buffer({slot})]]" if pointer else f"constant {ct}& {name} [[buffer({slot})]]")
-            slots.append(BufferSlot(a.name, slot, "pointer" if pointer else "scalar", ct, _triton_type_name(a.type)))
+            if pointer:
+                text.append(f"{ct} {name} [[buffer({slot})]]")
+            elif ct == "tt_double":
+                # a struct in constant memory is read by its bits: the software float64's operators take values in
+                # the thread address space
+                text.append(f"constant {ct}& {name}_arg [[buffer({slot})]]")
+                unpack.append(f"    const {ct} {name} = tt_f64_from_bits({name}_arg.bits);")
+            else:
+                text.append(f"constant {ct}& {name} [[buffer({slot})]]")
+            slots.append(BufferSlot(a.name, slot, POINTER if pointer else SCALAR, ct, _triton_type_name(a.type)))
         elif pointer:
             slot = pointers.index(a)
             text.append(f"{ct} {name} [[buffer({slot})]]")
-            slots.append(BufferSlot(a.name, slot, "pointer", ct, _triton_type_name(a.type)))
+            slots.append(BufferSlot(a.name, slot, POINTER, ct, _triton_type_name(a.type)))
         else:
-            words += words % 2 if ct in ("long", "ulong") else 0  # 8-byte values on 8-byte boundaries
-            slots.append(BufferSlot(a.name, len(pointers), "packed", ct, _triton_type_name(a.type), words))
-            unpack.append(f"    const {ct} {name} = {_unpack_scalar(ct, words)};")
-            words += 2 if ct in ("long", "ulong") else 1
+            word = words[id(a)]
+            slots.append(BufferSlot(a.name, len(pointers), PACKED, ct, _triton_type_name(a.type), word))
+            unpack.append(f"    const {ct} {name} = {_unpack_scalar(ct, word)};")
         em.bind(a, Lowered(name, ct))
-    if unpack:
-        text.append(f"constant uint* {PACKED_SCALARS} [[buffer({len(pointers)})]]")
+    if packed and scalars:
+        text.append(f"{PACKED_SCALARS.msl_type} {PACKED_SCALARS.name} [[buffer({len(pointers)})]]")
+    if any(em.ctype(a.type) == "tt_double" for a in scalars):
+        ctx.require("tt_f64_core")  # the parameter's type (and tt_f64_from_bits, for packed ones)
     for kind in added:
-        t, n, _ = ADDED_PARAMS[kind]
+        buf = ADDED_BUFFERS[kind]
         slot = len({p.slot for p in slots})  # after the pointers and the packed scalars' buffer
-        text.append(f"{t} {n} [[buffer({slot})]]")
-        slots.append(BufferSlot(n, slot, kind, t, "*u32"))
+        text.append(f"{buf.msl_type} {buf.name} [[buffer({slot})]]")
+        slots.append(BufferSlot(buf.name, slot, kind, buf.msl_type, "*u32"))
     buffers = len({p.slot for p in slots})
     if buffers > MAX_BUFFER_SLOTS:
-        purposes = " and ".join(ADDED_PARAMS[kind][2] for kind in added)
+        purposes = " and ".join(ADDED_BUFFERS[kind].purpose for kind in added)
         with_added = f" (with {purposes})" if added else ""
-        scalars = ", its scalars packed into one" if unpack else ""
+        packed_text = ", its scalars packed into one" if packed and scalars else ""
         raise ResourceLimitError(
-            f"apple backend: kernel '{ctx.kernel_name}' has {buffers} buffer arguments{with_added}{scalars}; Metal "
+            f"apple backend: kernel '{ctx.kernel_name}' has {buffers} buffer arguments{with_added}{packed_text}; Metal "
             f"binds at most {MAX_BUFFER_SLOTS}. Pass fewer tensors", buffers, MAX_BUFFER_SLOTS, "buffer slots")
     return slots, text, unpack
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..errors import UnsupportedFeatureError
 from ..ir.types import PointerType, ScalarType, TensorType, Type
-from ..target import SCALARS
+from ..abi.scalars import ELEMENT_TYPES
 
 # Identifiers the MSL compiler reserves (or that our prelude uses) and so cannot name a value.
 _RESERVED = frozenset("""
@@ -47,7 +47,7 @@ def msl_type(ty: Type, demote_f64: bool = False) -> str:
     if isinstance(ty, ScalarType):
         if ty.name == "f64" and demote_f64:
             return "float"
-        row = SCALARS.get(ty.name)
+        row = ELEMENT_TYPES.get(ty.name)
         if row is not None:
             return row.msl
     raise UnsupportedFeatureError(f"type {ty} has no Metal equivalent")
@@ -55,14 +55,14 @@ def msl_type(ty: Type, demote_f64: bool = False) -> str:
 
 def unsigned_type(ty: Type) -> str:
     """The unsigned MSL type of the same width as integer type `ty` (arithmetic that must wrap uses it)."""
-    return SCALARS[ty.scalar.name].msl_unsigned
+    return ELEMENT_TYPES[ty.scalar.name].msl_unsigned
 
 
 def elem_bytes(ty: Type) -> int:
     """Bytes of one element of `ty` in memory (pointers: 8)."""
     if isinstance(ty, PointerType):
         return 8
-    return SCALARS[ty.name].nbytes if ty.name in SCALARS else max(1, ty.bitwidth // 8)
+    return ELEMENT_TYPES[ty.name].nbytes if ty.name in ELEMENT_TYPES else max(1, ty.bitwidth // 8)
 
 
 def buffer_bytes(alloc) -> int:
@@ -71,7 +71,7 @@ def buffer_bytes(alloc) -> int:
     return ty.numel * elem_bytes(ty.element)
 
 
-_MSL_SIZES = {row.msl: row.nbytes for row in SCALARS.values()}
+_MSL_SIZES = {row.msl: row.nbytes for row in ELEMENT_TYPES.values()}
 
 
 def msl_size(ctype: str) -> int:

@@ -1,10 +1,10 @@
 /*
- * The apple backend's native launcher (the role upstream's third_party/nvidia/backend/driver.c plays for CUDA):
- * the per-launch hot path of the Metal-on-CPU emulator.
+ * The emulator's native launcher (the role upstream's generated CUDA launchers play): the per-launch hot path of
+ * the Metal-on-CPU emulator.
  *
  * Compiled on first use by backend/emulator/runtime.py with Triton's compile_module_from_file and kept in
  * Triton's cache, as upstream compiles its launcher. It talks to the emulator runtime only through the runtime's
- * C ABI (include/emulator_runtime.h), by function addresses the Python side takes from the runtime library it
+ * C ABI (native/include/emulator_runtime.h), by function addresses the Python side takes from the runtime library it
  * has already loaded: this module links against nothing but Python.
  *
  * What it does per launch, instead of the ctypes marshalling it replaces:
@@ -44,13 +44,13 @@ typedef int (*abi_version_fn)(void);
 
 /* The header's declarations and these pointer types must agree: a signature change fails to compile here. */
 _Static_assert(__builtin_types_compatible_p(__typeof__(&tt_emu_launch_begin), launch_begin_fn),
-               "tt_emu_launch_begin changed: update driver.c");
+               "tt_emu_launch_begin changed: update launcher.c");
 _Static_assert(__builtin_types_compatible_p(__typeof__(&tt_emu_launch_wait), launch_wait_fn),
-               "tt_emu_launch_wait changed: update driver.c");
+               "tt_emu_launch_wait changed: update launcher.c");
 _Static_assert(__builtin_types_compatible_p(__typeof__(&tt_emu_launch_cancel), launch_cancel_fn),
-               "tt_emu_launch_cancel changed: update driver.c");
+               "tt_emu_launch_cancel changed: update launcher.c");
 _Static_assert(__builtin_types_compatible_p(__typeof__(&tt_emu_abi_version), abi_version_fn),
-               "tt_emu_abi_version changed: update driver.c");
+               "tt_emu_abi_version changed: update launcher.c");
 
 static launch_begin_fn rt_begin;
 static launch_wait_fn rt_wait;
@@ -78,7 +78,9 @@ enum {
   KIND_HOOK = 3,    /* always through the hook */
 };
 
-enum { S_BOOL, S_CHAR, S_SHORT, S_INT, S_LONG, S_HALF, S_BFLOAT, S_FLOAT, S_COUNT };
+/* Scalar types the fast path packs (the Python names of each, including the unsigned ones, which take the
+   same values as the signed type of their width, are in SCALAR_TYPES: see PyInit_apple_launcher). */
+enum { S_BOOL, S_CHAR, S_SHORT, S_INT, S_LONG, S_HALF, S_BFLOAT, S_FLOAT, S_DOUBLE, S_COUNT };
 
 typedef struct {
   Py_ssize_t pos; /* index into the launch's args tuple; -1 - k: item k of the `extra` tuple (the buffers the
@@ -198,11 +200,45 @@ typedef struct {
   _Alignas(16) unsigned char bytes[16];
 } scalar_bytes;
 
-/* The Metal bytes of a Python number for scalar type `t`, with the checks of the Python binder
-   (driver._check_scalar, then emulator.Scalar's packing). 1: packed; 0: not handled here (the hook decides:
-   it binds what Python accepts and raises the error for the rest); -1: a Python error is set. */
+/* A NaN narrowed from a double: its sign, an all-ones exponent, the leading `mant_bits` bits of its payload and
+   the quiet bit (abi/scalars.py `_nan_bits`). */
+static uint32_t nan_bits(double x, int exp_bits, int mant_bits) {
+  uint64_t d;
+  memcpy(&d, &x, sizeof d);
+  uint64_t sign = d >> 63, payload = (d & ((1ULL << 52) - 1)) >> (52 - mant_bits);
+  return (uint32_t)((sign << (exp_bits + mant_bits)) | (((1ULL << exp_bits) - 1) << mant_bits) | payload |
+                    (1ULL << (mant_bits - 1)));
+}
+
+/* The bfloat nearest to finite `x` (ties to even, one rounding from the double), as bits; 0 when that is
+   infinite (abi/scalars.py `_bfloat_bits`). */
+static int bfloat_bits(double x, uint16_t *out) {
+  const double bf16_max = 3.3895313892515355e38; /* 0x7F7F */
+  uint16_t sign = signbit(x) ? 0x8000 : 0;
+  double a = fabs(x);
+  if (a == 0.0) {
+    *out = sign;
+    return 1;
+  }
+  int e;
+  (void)frexp(a, &e); /* a = m * 2^e, 0.5 <= m < 1 */
+  /* 8 significant bits; below 2^-126 bfloat's values are multiples of its subnormal step 2^-133 */
+  int shift = e - 8 < -133 ? -133 : e - 8;
+  double r = ldexp(nearbyint(ldexp(a, -shift)), shift); /* exact scalings; the default mode rounds ties to even */
+  if (r > bf16_max)
+    return 0;
+  float f = (float)r; /* exact: r is a bfloat */
+  uint32_t b;
+  memcpy(&b, &f, sizeof b);
+  *out = (uint16_t)(sign | (b >> 16));
+  return 1;
+}
+
+/* The bytes of a Python number for scalar type `t`: abi/scalars.py `pack`, byte for byte, for the values it
+   handles here (test/abi pins the two together). 1: packed; 0: not handled here (the hook decides: it binds
+   what Python accepts and raises the error for the rest); -1: a Python error is set. */
 static int pack_scalar(PyObject *v, uint32_t t, scalar_bytes *out, uint32_t *nbytes) {
-  if (t == S_HALF || t == S_FLOAT || t == S_BFLOAT) {
+  if (t == S_HALF || t == S_FLOAT || t == S_BFLOAT || t == S_DOUBLE) {
     if (!PyFloat_Check(v) && !PyLong_Check(v))
       return 0;
     double x = PyFloat_AsDouble(v); /* an int too large for a double: OverflowError, raised by the hook */
@@ -210,33 +246,33 @@ static int pack_scalar(PyObject *v, uint32_t t, scalar_bytes *out, uint32_t *nby
       PyErr_Clear();
       return 0;
     }
-    double max = t == S_HALF ? 65504.0 : t == S_FLOAT ? 3.4028234663852886e38 : 3.3895313892515355e38;
-    if (fabs(x) > max && !isnan(x) && !isinf(x))
-      return 0;
-    if (t == S_HALF) {
-      if (PyFloat_Pack2(x, (char *)out->bytes, 1) < 0) {
+    if (t == S_DOUBLE) {
+      memcpy(out->bytes, &x, 8); /* little-endian hosts only: the runtime refuses others */
+      *nbytes = 8;
+      return 1;
+    }
+    uint32_t bits;
+    if (isnan(x)) {
+      bits = t == S_HALF ? nan_bits(x, 5, 10) : t == S_BFLOAT ? nan_bits(x, 8, 7) : nan_bits(x, 8, 23);
+    } else if (t == S_BFLOAT) {
+      uint16_t b16;
+      if (isinf(x))
+        b16 = x < 0 ? 0xFF80 : 0x7F80;
+      else if (!bfloat_bits(x, &b16))
+        return 0; /* would become infinity: the hook raises the error */
+      bits = b16;
+    } else { /* Python's packers round once, to nearest even, and refuse what would become infinity */
+      unsigned char b[4];
+      if ((t == S_HALF ? PyFloat_Pack2(x, (char *)b, 1) : PyFloat_Pack4(x, (char *)b, 1)) < 0) {
         PyErr_Clear();
         return 0;
       }
-      *nbytes = 2;
-      return 1;
+      bits = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
     }
-    unsigned char f32[4];
-    if (PyFloat_Pack4(x, (char *)f32, 1) < 0) {
-      PyErr_Clear();
-      return 0;
-    }
-    if (t == S_FLOAT) {
-      memcpy(out->bytes, f32, 4);
-      *nbytes = 4;
-      return 1;
-    }
-    /* bfloat: round the float32 bits to nearest even (emulator.runtime._bfloat_bits) */
-    uint64_t bits = (uint64_t)f32[0] | (uint64_t)f32[1] << 8 | (uint64_t)f32[2] << 16 | (uint64_t)f32[3] << 24;
-    uint64_t b16 = isnan(x) ? ((bits >> 16) | 0x40) & 0xFFFF : ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF;
-    out->bytes[0] = (unsigned char)b16;
-    out->bytes[1] = (unsigned char)(b16 >> 8);
-    *nbytes = 2;
+    uint32_t n = t == S_FLOAT ? 4 : 2;
+    for (uint32_t k = 0; k < n; ++k)
+      out->bytes[k] = (unsigned char)(bits >> (8 * k));
+    *nbytes = n;
     return 1;
   }
   if (!PyLong_Check(v))
@@ -704,6 +740,25 @@ done:
   return ret;
 }
 
+/* pack_scalar(value, type) -> bytes | None: what a launch binds for `value` as scalar type SCALAR_TYPES[...]
+   (None: the hook would bind it). For the tests that pin this fast path to abi/scalars.py. */
+static PyObject *pack_scalar_py(PyObject *self, PyObject *args) {
+  PyObject *v;
+  unsigned int t;
+  if (!PyArg_ParseTuple(args, "OI:pack_scalar", &v, &t))
+    return NULL;
+  if (t >= S_COUNT)
+    return PyErr_Format(PyExc_ValueError, "pack_scalar: no scalar type %u", t);
+  scalar_bytes b;
+  uint32_t n = 0;
+  int got = pack_scalar(v, t, &b, &n);
+  if (got < 0)
+    return NULL;
+  if (got == 0)
+    Py_RETURN_NONE;
+  return PyBytes_FromStringAndSize((const char *)b.bytes, n);
+}
+
 /* bind_runtime(begin, wait, cancel, abi_version): addresses of the loaded runtime's functions. */
 static PyObject *bind_runtime(PyObject *self, PyObject *args) {
   unsigned long long b, w, c, a;
@@ -714,7 +769,7 @@ static PyObject *bind_runtime(PyObject *self, PyObject *args) {
   int abi = ((abi_version_fn)(uintptr_t)a)();
   if (abi != TT_EMU_ABI_VERSION)
     return PyErr_Format(PyExc_RuntimeError,
-                        "the emulator runtime has ABI %d, the launcher (driver.c) was compiled for ABI %d", abi,
+                        "the emulator runtime has ABI %d, the launcher (launcher.c) was compiled for ABI %d", abi,
                         TT_EMU_ABI_VERSION);
   rt_begin = (launch_begin_fn)(uintptr_t)b;
   rt_wait = (launch_wait_fn)(uintptr_t)w;
@@ -724,6 +779,7 @@ static PyObject *bind_runtime(PyObject *self, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"bind_runtime", bind_runtime, METH_VARARGS, "bind_runtime(begin, wait, cancel, abi_version)"},
+    {"pack_scalar", pack_scalar_py, METH_VARARGS, "pack_scalar(value, type) -> bytes | None"},
     {"set_config_source", set_config_source, METH_VARARGS, "set_config_source(env_names, fn)"},
     {"make_plan", make_plan, METH_VARARGS, "make_plan(kernel_name, slots, tensor_type, hook) -> plan"},
     {"launch", (PyCFunction)(void (*)(void))launch, METH_FASTCALL,
@@ -751,15 +807,22 @@ PyMODINIT_FUNC PyInit_apple_launcher(void) {
     Py_DECREF(m);
     return NULL;
   }
-  static const char *scalar_names[S_COUNT] = {"bool", "char", "short", "int", "long", "half", "bfloat", "float"};
+  /* MSL name -> the fast path's packing (unsigned types take the values of the signed type of their width) */
+  static const struct {
+    const char *name;
+    int type;
+  } scalar_names[] = {{"bool", S_BOOL},   {"char", S_CHAR},    {"uchar", S_CHAR},      {"short", S_SHORT},
+                      {"ushort", S_SHORT}, {"int", S_INT},      {"uint", S_INT},        {"long", S_LONG},
+                      {"ulong", S_LONG},   {"half", S_HALF},    {"bfloat", S_BFLOAT},   {"float", S_FLOAT},
+                      {"tt_double", S_DOUBLE}};
   PyObject *scalars = PyDict_New();
   if (!scalars) {
     Py_DECREF(m);
     return NULL;
   }
-  for (int k = 0; k < S_COUNT; ++k) {
-    PyObject *v = PyLong_FromLong(k);
-    if (!v || PyDict_SetItemString(scalars, scalar_names[k], v) < 0) {
+  for (size_t k = 0; k < sizeof scalar_names / sizeof scalar_names[0]; ++k) {
+    PyObject *v = PyLong_FromLong(scalar_names[k].type);
+    if (!v || PyDict_SetItemString(scalars, scalar_names[k].name, v) < 0) {
       Py_XDECREF(v);
       Py_DECREF(scalars);
       Py_DECREF(m);
