@@ -1,17 +1,16 @@
 """Standalone build: installs the `apple` backend into the `triton` namespace of a stock Triton wheel.
 
 `third_party/apple/backend` becomes `triton.backends.apple` and `third_party/apple/language/apple`
-becomes `triton.language.extra.apple`, the same import paths upstream's in-tree plugin build gives.
-The emulator's C++ sources (`include/`, `lib/`) ship as package data under `triton/backends/apple/native`;
-they are compiled on first use, like upstream's launcher sources.
+becomes `triton.language.extra.apple`, the same import paths upstream's in-tree plugin build gives. Files
+the backend reads at run time live inside `backend/` and ship as package data, exactly what upstream's
+plugin install (which copies `backend/` and `language/` only) ships too: the emulator's native sources
+(`emulator/native`, compiled on first use, like upstream's launcher sources) and the MSL library
+(`lowering/msl`).
 """
 import os
-import shutil
 
 from setuptools import setup
-from setuptools.command.build_py import build_py
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 APPLE = os.path.join("third_party", "apple")
 
 
@@ -25,17 +24,6 @@ def _subpackages(root: str, prefix: str) -> dict:
     return found
 
 
-class BuildPyWithNative(build_py):
-    """Copies the emulator's native sources into the built package."""
-
-    def run(self):
-        super().run()
-        dest = os.path.join(self.build_lib, "triton", "backends", "apple", "native")
-        for sub in ("include", "lib"):
-            src = os.path.join(HERE, APPLE, sub)
-            shutil.copytree(src, os.path.join(dest, sub), dirs_exist_ok=True)
-
-
 package_dir = {}
 package_dir.update(_subpackages(os.path.join(APPLE, "backend"), "triton.backends.apple"))
 package_dir.update(_subpackages(os.path.join(APPLE, "language", "apple"), "triton.language.extra.apple"))
@@ -43,7 +31,10 @@ package_dir.update(_subpackages(os.path.join(APPLE, "language", "apple"), "trito
 setup(
     packages=sorted(package_dir),
     package_dir=package_dir,
-    package_data={"triton.backends.apple": ["name.conf", "*.c", "*.cpp", "*.mm"]},
-    cmdclass={"build_py": BuildPyWithNative},
+    package_data={
+        "triton.backends.apple": ["name.conf"],
+        "triton.backends.apple.emulator": ["README.md", "native/*.c", "native/*.cpp", "native/include/*"],
+        "triton.backends.apple.lowering": ["msl/*.metal", "msl/*.h", "msl/README.md"],
+    },
     zip_safe=False,
 )

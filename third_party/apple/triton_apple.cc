@@ -3,12 +3,13 @@
 //
 // It binds nothing, on purpose. Python never calls into libtriton for this backend:
 //   * the Metal path launches through PyTorch's MPS stream (torch.mps.compile_shader);
-//   * the emulator path compiles its runtime (lib/emulator_runtime.cpp) and each kernel with the host's
-//     clang on first use and calls the runtime through ctypes (backend/emulator/runtime.py). It has to:
-//     compiled kernels resolve the runtime's hooks (__tt_barrier, __tt_simd, ...) from a runtime loaded
-//     RTLD_GLOBAL, and libtriton is loaded RTLD_LOCAL, so a copy linked in here could never serve them.
+//   * the emulator path compiles its runtime (backend/emulator/native/emulator_runtime.cpp) and each kernel
+//     with the host's clang on first use, loads the runtime RTLD_GLOBAL and launches through its own native
+//     launcher (backend/emulator/native/launcher.c, compiled like upstream's launchers). It has to: compiled
+//     kernels resolve the runtime's hooks (__tt_barrier, __tt_simd, ...) from a runtime loaded RTLD_GLOBAL,
+//     and libtriton is loaded RTLD_LOCAL, so a copy linked in here could never serve them.
 // Keeping the emulator runtime out of libtriton also keeps its platform code (signal contexts, fibers)
-// out of Triton's own build. CMakeLists.txt installs the native sources next to the Python package.
+// out of Triton's own build. The native sources ship inside backend/, which the plugin install copies.
 #include <nanobind/nanobind.h>
 
 namespace nb = nanobind;
