@@ -487,7 +487,28 @@ def test_helper_text_is_msl():
 # math functions: error in ulps against a 60-digit decimal reference
 # ---------------------------------------------------------------------------------------------------------
 _CTX = decimal.Context(prec=60)
-_PI_D = decimal.Decimal(soft_f64._PI_FIX) / (decimal.Decimal(2)**soft_f64._PREC)
+
+
+def _pi_fixed(prec: int) -> int:
+    """pi * 2^prec, truncated (Machin's formula in integers; an independent reference for the library's own
+    constants, which test_msl_library.py derives)."""
+    one = 1 << (prec + 16)
+
+    def atan_inv(n: int) -> int:
+        term, total, k, sign = one // n, one // n, 1, -1
+        while term:
+            term //= n * n
+            k += 2
+            total += sign * (term // k)
+            sign = -sign
+        return total
+
+    return (4 * (4 * atan_inv(5) - atan_inv(239))) >> 16
+
+
+_PREC = 1400  # bits of pi behind the reduction of the sin/cos references
+_PI_FIX = _pi_fixed(_PREC)
+_PI_D = decimal.Decimal(_PI_FIX) / (decimal.Decimal(2)**_PREC)
 
 
 def _dec(x: float):
@@ -526,7 +547,7 @@ def _exact(op: str, x: float, y: float = None):
         if op in ("sin", "cos"):
             # exact reduction with the 1400-bit pi, then a Taylor series
             fx = Fraction(x)
-            pio2 = Fraction(soft_f64._PI_FIX, 2 << soft_f64._PREC)
+            pio2 = Fraction(_PI_FIX, 2 << _PREC)
             n = round(fx / pio2)
             r = fx - n * pio2
             decimal.getcontext().prec = 60
@@ -702,7 +723,7 @@ def test_values_move_as_ulong_bits_through_shuffles():
     from triton.backends.apple.lowering.msl_helpers import shuffle_helper
     _, fn, text = shuffle_helper("simd_shuffle_xor", "ulong")
     src = PRELUDE.format(math_mode="#pragma METAL fp math_mode(safe)") + _NO_DOUBLE + \
-        "\n".join(soft_f64.helper_texts("tt_f64_core")) + text + f"""
+        "\n".join(soft_f64.helper_texts("tt_f64_core")) + "\n" + text + f"""
 kernel void f64_butterfly(device const ulong* a [[buffer(0)]], device ulong* out [[buffer(1)]],
                           uint lane [[thread_index_in_simdgroup]]) {{
     tt_double v = tt_f64_from_bits(a[lane]);

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from typing import Dict, List, Optional, Tuple
 
+from ..abi.slots import ADDED_BUFFERS
 from ..analysis.buffer_liveness import buffer_live_ranges, op_positions
 from ..errors import InternalCompilerError, ResourceLimitError, UnsupportedFeatureError
 from ..ir import Function, Module, Op
@@ -13,9 +14,9 @@ from ..ir.core import Location
 from ..ir.types import ScalarType
 from ..layouts import LayoutService
 from ..target import MAX_THREADGROUP_MEMORY, SIMD_WIDTH, family
-from . import soft_f64
+from . import msl_library
 from .wide_atomics import kernel_needs_locks
-from .msl_helpers import helper_text, locked_atomic64_helper, shuffle_helper
+from .msl_helpers import locked_atomic64_helper, locked_atomic64_requires, shuffle_helper, shuffle_requires
 from .msl_types import buffer_bytes
 from .registry import Lowering
 
@@ -32,13 +33,6 @@ BUILTIN_INPUTS = [
     ("uint", "tt_warp", "simdgroup_index_in_threadgroup"),
 ]
 CONTEXT_PARAMS = [("threadgroup uchar*", "tt_smem")] + [(t, n) for t, n, _ in BUILTIN_INPUTS]
-DEBUG_PARAM = ("device uint*", "tt_debug")
-# The buffers the backend adds after a kernel's arguments (their launch values: backend/arguments.py), by slot
-# kind: (MSL type, name, what it is for)
-ADDED_PARAMS = {
-    "debug": DEBUG_PARAM + ("tl.device_print/device_assert's buffer", ),
-    "locks": ("device atomic_uint*", "tt_locks", "the lock table of 64-bit atomics"),
-}
 
 
 class KernelContext:
@@ -67,37 +61,41 @@ class KernelContext:
         self._position = op_positions(module)
 
     def added_buffers(self) -> List[str]:
-        """The kinds (ADDED_PARAMS) of the buffers the backend adds after the kernel's arguments, in slot order."""
+        """The kinds (`abi.slots.ADDED_BUFFERS`) of the buffers the backend adds after the kernel's arguments, in
+        slot order."""
         return (["debug"] if self.has_debug else []) + (["locks"] if self.uses_locks else [])
 
     def context_params(self) -> List[Tuple[str, str]]:
         """(MSL type, name) of what every MSL function of the kernel receives besides its own arguments."""
-        return CONTEXT_PARAMS + [ADDED_PARAMS[k][:2] for k in self.added_buffers()]
+        return CONTEXT_PARAMS + [(ADDED_BUFFERS[k].msl_type, ADDED_BUFFERS[k].name) for k in self.added_buffers()]
 
     # -- generated MSL functions -----------------------------------------------------------------
 
     def require(self, name: str) -> str:
-        """Ask for library helper `name` (see msl_helpers; the software float64 texts of soft_f64 bring the
-        ones they need first) in the module's MSL; returns the name to call."""
-        for dep in soft_f64.REQUIRES.get(name, ()):
+        """Ask for library helper `name` (lowering/msl/, through msl_library) in the module's MSL, after the
+        helpers it requires; returns the name to call."""
+        for dep in msl_library.helper(name).requires:
             self.require(dep)
         if name not in self.helpers:
-            self.helpers[name] = soft_f64.HELPERS[name] if name in soft_f64.HELPERS else helper_text(name)
+            self.helpers[name] = msl_library.helper(name).text
         return name
+
+    def _require_instance(self, requires: Tuple[str, ...], key: str, text: str) -> None:
+        """Emit an instance of a parameterised library helper under `key`, after the helpers it requires."""
+        for dep in requires:
+            self.require(dep)
+        self.helpers.setdefault(key, text)
 
     def require_shuffle(self, metal_fn: str, ctype: str) -> str:
         """Ask for the `tt_<metal_fn>` overload (see msl_helpers.shuffle_helper) for MSL type `ctype`."""
         key, name, text = shuffle_helper(metal_fn, ctype)
-        self.helpers.setdefault(key, text)
+        self._require_instance(shuffle_requires(ctype), key, text)
         return name
 
     def require_locked_atomic64(self, kind: str) -> str:
         """Ask for `tt_atomic64_<kind>` (see msl_helpers.locked_atomic64_helper) and what it calls."""
-        self.require("tt_lock64")
-        if kind == "fadd":
-            self.require("tt_f64_core")
         key, name, text = locked_atomic64_helper(kind)
-        self.helpers.setdefault(key, text)
+        self._require_instance(locked_atomic64_requires(kind), key, text)
         return name
 
     def add_function(self, name: str, text: str) -> None:

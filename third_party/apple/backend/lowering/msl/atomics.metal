@@ -1,0 +1,75 @@
+// Atomics Metal does not have on every GPU family: 16-bit add and compare-and-swap on the containing 32-bit
+// word, and 64-bit add/and/or/xor on two 32-bit words (lowering/wide_atomics.py decides which form a 64-bit
+// atomic of a kernel takes).
+
+// @helper tt_atomic_add16
+/// 16-bit atomics: Metal's atomics are 32-bit, so these update the 16-bit half of the containing 32-bit
+/// word with a compare-and-swap loop (relaxed, like every Metal atomic; callers add fences for sem).
+template <typename T> static inline T tt_atomic_add16(device T* p, T v) {
+    const ulong addr = reinterpret_cast<ulong>(p);
+    device atomic_uint* word = reinterpret_cast<device atomic_uint*>(addr & ~ulong(3));
+    const uint shift = uint(addr & 2ul) * 8u;
+    uint old = atomic_load_explicit(word, memory_order_relaxed);
+    while (true) {
+        const T cur = as_type<T>(ushort(old >> shift));
+        const T sum = T(float(cur) + float(v));
+        const uint repl = (old & ~(0xFFFFu << shift)) | (uint(as_type<ushort>(sum)) << shift);
+        if (atomic_compare_exchange_weak_explicit(word, &old, repl, memory_order_relaxed, memory_order_relaxed)) {
+            return cur;
+        }
+    }
+}
+
+// @helper tt_atomic_cas16
+template <typename T> static inline T tt_atomic_cas16(device T* p, T cmp, T v) {
+    const ulong addr = reinterpret_cast<ulong>(p);
+    device atomic_uint* word = reinterpret_cast<device atomic_uint*>(addr & ~ulong(3));
+    const uint shift = uint(addr & 2ul) * 8u;
+    uint old = atomic_load_explicit(word, memory_order_relaxed);
+    while (true) {
+        const ushort cur = ushort(old >> shift);
+        if (cur != as_type<ushort>(cmp)) {
+            return as_type<T>(cur);
+        }
+        const uint repl = (old & ~(0xFFFFu << shift)) | (uint(as_type<ushort>(v)) << shift);
+        if (atomic_compare_exchange_weak_explicit(word, &old, repl, memory_order_relaxed, memory_order_relaxed)) {
+            return as_type<T>(cur);
+        }
+    }
+}
+
+// @helper tt_atomic_add64
+/// 64-bit add/and/or/xor on two 32-bit words (little-endian: word 0 is the low half). The final value is
+/// exact under any contention (the carry out of the low word is added to the high word), but the two
+/// halves are updated separately, so these return nothing: there is no atomic 64-bit old value.
+static inline void tt_atomic_add64(device long* p, long v) {
+    device atomic_uint* w = (device atomic_uint*)p;
+    const ulong u = as_type<ulong>(v);
+    const uint lo = uint(u);
+    const uint hi = uint(u >> 32);
+    const uint old_lo = atomic_fetch_add_explicit(&w[0], lo, memory_order_relaxed);
+    const uint carry = uint(old_lo + lo < old_lo);
+    if (hi + carry != 0u) {
+        atomic_fetch_add_explicit(&w[1], hi + carry, memory_order_relaxed);
+    }
+}
+
+// @helper tt_atomic_bits64
+static inline void tt_atomic_and64(device long* p, long v) {
+    device atomic_uint* w = (device atomic_uint*)p;
+    const ulong u = as_type<ulong>(v);
+    atomic_fetch_and_explicit(&w[0], uint(u), memory_order_relaxed);
+    atomic_fetch_and_explicit(&w[1], uint(u >> 32), memory_order_relaxed);
+}
+static inline void tt_atomic_or64(device long* p, long v) {
+    device atomic_uint* w = (device atomic_uint*)p;
+    const ulong u = as_type<ulong>(v);
+    atomic_fetch_or_explicit(&w[0], uint(u), memory_order_relaxed);
+    atomic_fetch_or_explicit(&w[1], uint(u >> 32), memory_order_relaxed);
+}
+static inline void tt_atomic_xor64(device long* p, long v) {
+    device atomic_uint* w = (device atomic_uint*)p;
+    const ulong u = as_type<ulong>(v);
+    atomic_fetch_xor_explicit(&w[0], uint(u), memory_order_relaxed);
+    atomic_fetch_xor_explicit(&w[1], uint(u >> 32), memory_order_relaxed);
+}

@@ -1,0 +1,80 @@
+// 64-bit atomics under a lock (lowering/wide_atomics.py decides which atomics take this form): the lock of an
+// element, the read and write of its halves under it, and the read-modify-writes and compare-and-swap that
+// return the old value. ${LOCK_MASK} is the lock table's size less one (backend/atomic_locks.py LOCK_WORDS),
+// ${SIMD_WIDTH} the lanes of a simdgroup (backend/target.py), both filled when the library is loaded.
+
+// @helper tt_lock64
+/// The lock of a 64-bit element and the read and write of its halves under it (backend/atomic_locks.py,
+/// lowering/wide_atomics.py). Each lock is a word of the kernel's lock table: 0 free, 1 taken. The fences
+/// order the element's accesses after taking the lock and before releasing it.
+static inline device atomic_uint* tt_lock64_for(device atomic_uint* locks, device ulong* p) {
+    return &locks[(reinterpret_cast<ulong>(p) >> 3) & ${LOCK_MASK}u];
+}
+static inline bool tt_lock64_try(device atomic_uint* lock) {
+    uint unlocked = 0u;
+    if (!atomic_compare_exchange_weak_explicit(lock, &unlocked, 1u, memory_order_relaxed, memory_order_relaxed)) {
+        return false;
+    }
+    atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
+    return true;
+}
+static inline void tt_lock64_release(device atomic_uint* lock) {
+    atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
+    atomic_store_explicit(lock, 0u, memory_order_relaxed);
+}
+static inline ulong tt_lock64_load(device ulong* p) {
+    device atomic_uint* w = (device atomic_uint*)p;
+    const uint lo = atomic_load_explicit(&w[0], memory_order_relaxed);
+    return ulong(atomic_load_explicit(&w[1], memory_order_relaxed)) << 32 | lo;
+}
+static inline void tt_lock64_store(device ulong* p, ulong v) {
+    device atomic_uint* w = (device atomic_uint*)p;
+    atomic_store_explicit(&w[0], uint(v), memory_order_relaxed);
+    atomic_store_explicit(&w[1], uint(v >> 32), memory_order_relaxed);
+}
+
+// @helper tt_atomic64_rmw
+// @requires tt_lock64
+// @params KIND UPDATE
+/// `tt_atomic64_<KIND>(locks, p, v, lane)`: a 64-bit read-modify-write under the element's lock, returning the
+/// old value; UPDATE is the new value from `old` and `v` (msl_helpers.locked_atomic64_helper has them by kind).
+/// The lanes of a simdgroup take turns, in a loop over the lane numbers: a lane waits for the lock only while
+/// no other lane of its simdgroup holds one or wants one. Lanes may run in lockstep, and a lane that spins
+/// while another lane of its simdgroup holds the lock can wait for ever: the holder may be parked at a point
+/// of reconvergence. Forms where lanes try together (`while (!done) { if (try) { update; release; done =
+/// true; } }`) rely on the compiler keeping the update inside the loop that takes the lock, and clang at -O2
+/// turns that loop into a spin followed by the update.
+static inline ulong tt_atomic64_$KIND(device atomic_uint* locks, device ulong* p, ulong v, uint lane) {
+    device atomic_uint* lock = tt_lock64_for(locks, p);
+    ulong old = 0;
+    for (uint turn = 0u; turn < ${SIMD_WIDTH}u; ++turn) {
+        if (lane == turn) {
+            while (!tt_lock64_try(lock)) {
+            }
+            old = tt_lock64_load(p);
+            tt_lock64_store(p, $UPDATE);
+            tt_lock64_release(lock);
+        }
+    }
+    return old;
+}
+
+// @helper tt_atomic64_cas
+// @requires tt_lock64
+/// Compare-and-swap in the same turns as tt_atomic64_rmw: stores `v` where the old value is `cmp`.
+static inline ulong tt_atomic64_cas(device atomic_uint* locks, device ulong* p, ulong cmp, ulong v, uint lane) {
+    device atomic_uint* lock = tt_lock64_for(locks, p);
+    ulong old = 0;
+    for (uint turn = 0u; turn < ${SIMD_WIDTH}u; ++turn) {
+        if (lane == turn) {
+            while (!tt_lock64_try(lock)) {
+            }
+            old = tt_lock64_load(p);
+            if (old == cmp) {
+                tt_lock64_store(p, v);
+            }
+            tt_lock64_release(lock);
+        }
+    }
+    return old;
+}
