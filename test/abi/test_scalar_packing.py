@@ -134,8 +134,8 @@ def test_packed_floats_equal_torch_where_torch_rounds_once():
 
 @pytest.fixture(scope="module")
 def launcher():
-    from triton.backends.apple.emulator import runtime
-    return runtime.launcher()
+    from triton.backends.apple.emulator import launcher as emulator_launcher
+    return emulator_launcher.launcher()
 
 
 class _Index:

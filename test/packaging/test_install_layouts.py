@@ -53,12 +53,12 @@ RUN = textwrap.dedent('''
     k[(3, )](x, y, 300, 0.5, BLOCK=128)
     torch.testing.assert_close(y, torch.erf(x) + 0.5 + torch.floor(x))
     import triton.backends.apple as backend, triton.language.extra.apple as language
-    from triton.backends.apple.emulator import toolchain, runtime
+    from triton.backends.apple.emulator import build, launcher
     from triton.backends.apple.lowering import msl_library
     print("backend", backend.__file__)
     print("language", language.__file__)
-    print("native", toolchain.native_dirs()[1])
-    print("launcher", runtime.LAUNCHER_SOURCE)
+    print("native", build.native_dirs()[1])
+    print("launcher", launcher.LAUNCHER_SOURCE)
     print("library", msl_library.LIBRARY_DIR)
 ''')
 

@@ -26,7 +26,8 @@ from typing import Any, List, Optional, Sequence, Tuple, Union
 from triton.backends.compiler import GPUTarget
 from triton.backends.driver import DriverBase
 
-from . import debug_buffer, knobs
+from . import knobs
+from .abi import debug_buffer
 from .abi.arguments import bytes_tensor, plan_arguments, scalar_bytes, tensor_argument
 from .abi.scalars import msl_of_signature
 from .abi.slots import ADDED_BUFFERS, POINTER, BufferSlot, slots_from_json
@@ -322,7 +323,7 @@ class EmulatorLaunch:
         kernel = function.compiled(la.locations)
         plan = self._native_plan(kernel)
         if not (0 <= grid[0] <= 0xFFFFFFFF and 0 <= grid[1] <= 0xFFFFFFFF and 0 <= grid[2] <= 0xFFFFFFFF):
-            from .emulator.runtime import _dim3
+            from .emulator.kernel import _dim3
             _dim3(la.name, grid, "grid", 0)  # raises, saying which dimension
         added = la.added_buffers("cpu")
         try:

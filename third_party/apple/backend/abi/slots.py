@@ -104,12 +104,12 @@ class AddedBuffer:
 
 
 def _added_buffers() -> Dict[str, AddedBuffer]:
-    from .. import atomic_locks, debug_buffer
+    from . import debug_buffer, lock_table
     return {
         "debug": AddedBuffer("debug", "tt_debug", "device uint*", "tl.device_print/device_assert's buffer",
                              debug_buffer.BUFFER_WORDS),
         "locks": AddedBuffer("locks", "tt_locks", "device atomic_uint*", "the lock table of 64-bit atomics",
-                             atomic_locks.LOCK_WORDS),
+                             lock_table.LOCK_WORDS),
     }
 
 

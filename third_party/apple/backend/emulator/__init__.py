@@ -1,12 +1,24 @@
 """Metal-on-CPU emulator for the Apple backend.
 
-MSL source is compiled with clang against a Metal compat header (``include/metal_compat.h``) into a
-host shared object; the runtime (``lib/emulator_runtime.cpp``) runs the kernel over a grid, each
+MSL source is compiled with clang against a Metal compat header (``native/include/metal_compat.h``) into
+a host shared object; the runtime (``native/emulator_runtime.cpp``) runs the kernel over a grid, each
 threadgroup on a host thread and each Metal thread on a fiber, with out-of-bounds accesses,
 divergent barriers/collectives and deadlocks reported as :class:`EmulatorLaunchError`.
-Launches go through the native launcher ``backend/driver.c`` (compiled on first use by Triton's
-``compile_module_from_file`` into Triton's cache; ``runtime.launcher()``), which needs a C compiler and
+Launches go through the native launcher ``native/launcher.c`` (compiled on first use by Triton's
+``compile_module_from_file`` into Triton's cache; ``launcher.launcher()``), which needs a C compiler and
 Python's headers.
+
+Modules, by job: ``clang`` (which compiler, which flags), ``cache`` (the on-disk cache: trust, entries),
+``build`` (runtime, precompiled header and kernel builds, compile diagnostics), ``symbolizer`` (fault
+addresses to MSL lines), ``signature`` (reading MSL kernel signatures, line-preserving rewrites),
+``library`` (the loaded runtime and kernel libraries), ``launcher`` (the native launcher and launch
+settings), ``scalar`` (scalar values of this API), ``kernel`` (compiled kernels: binding, launching,
+errors).
+
+What it takes from the rest of the backend, and nothing else: the scalar ABI (``abi.scalars``: type
+sizes and the one packer), the target's limits (``target``), its settings (``knobs``); from Triton: the
+cache directory (``triton.knobs.cache``) and ``triton.runtime.build.compile_module_from_file`` for the
+launcher.
 
     from triton.backends.apple.emulator import compile_msl, Scalar
     k = compile_msl(msl_source, "add_kernel")
@@ -17,7 +29,9 @@ See README.md in this directory for what is emulated and checked.
 from .errors import (EmulatorCacheError, EmulatorCacheWarning, EmulatorCompileError, EmulatorError,
                      EmulatorLaunchError, EmulatorWarning)
 from .signature import KernelParam
-from .runtime import EmulatorKernel, Scalar, bench_fiber_switch, clear_memory_cache, compile_msl
+from .kernel import EmulatorKernel, clear_memory_cache, compile_msl
+from .library import bench_fiber_switch
+from .scalar import Scalar
 
 __all__ = [
     "compile_msl",

@@ -3,14 +3,14 @@
 Metal has no printf, so a kernel that prints or asserts gets one more buffer, `tt_debug`, after its
 arguments. Each printed element (and each failing assertion) appends a record there through an atomic
 cursor; the launcher decodes the records after the launch and prints them, or raises for assertions.
-The record layout is defined in `debug_buffer.py`, which both sides import. The formats (prefix, value
+The record layout is defined in `abi/debug_buffer.py`, which both sides import. The formats (prefix, value
 types, source line) travel in the kernel metadata.
 """
 from __future__ import annotations
 
 from typing import List
 
-from ..debug_buffer import BUFFER_WORDS, HEADER_WORDS
+from ..abi.debug_buffer import BUFFER_WORDS, HEADER_WORDS
 from ..ir import Op
 from ..ir.types import TensorType
 from .elementwise_ops import fp8_to_float

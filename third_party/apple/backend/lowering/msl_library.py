@@ -3,7 +3,7 @@ helpers with their requirements (the marker syntax is described in `msl/README.m
 registry: `KernelContext.require*` and the helper functions of `msl_helpers` / `soft_f64` ask it.
 
 Target facts the library text names as placeholders (`${SIMD_WIDTH}`, `${LOCK_MASK}`) are filled here from
-their homes (`backend/target.py`, `backend/atomic_locks.py`) when the files are read; a helper's own
+their homes (`backend/target.py`, `backend/abi/lock_table.py`) when the files are read; a helper's own
 parameters (`@params`) are filled when it is instantiated."""
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 from string import Template
 from typing import Dict, List, Sequence, Tuple
 
-from ..atomic_locks import LOCK_WORDS
+from ..abi.lock_table import LOCK_WORDS
 from ..target import SIMD_WIDTH
 
 LIBRARY_DIR = Path(__file__).with_name("msl")

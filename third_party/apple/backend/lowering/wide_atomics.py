@@ -8,7 +8,7 @@ Apple9. Three forms:
 - "native": unsigned min/max whose result is unused, on families with 64-bit atomic min/max;
 - "locked": everything else (old values, compare-and-swap, exchange, float64 add, signed min/max, min/max
   before Apple9), a read-modify-write of both halves under a lock of the kernel's lock table
-  (backend/atomic_locks.py).
+  (backend/abi/lock_table.py).
 The halves of a "words" update change at different times, so another kind of update in between (a locked
 one, a native one, or a "words" update of another kind) would see or leave a value no order of the updates
 gives. So the choice is made per kernel: either its 64-bit atomics are all "native" or all "words" of one

@@ -19,11 +19,6 @@ class DeviceAssertionError(AssertionError):
     """A `tl.device_assert` failed in a kernel (raised after the launch, like CUDA's device-side assert)."""
 
 
-def new_buffer(device: str):
-    """A zeroed debug buffer (an int32 torch tensor) for one launch on torch device type `device`."""
-    import torch
-    return torch.zeros(BUFFER_WORDS, dtype=torch.int32, device=device)
-
 
 def _unravel(index: int, shape: Sequence[int]) -> List[int]:
     out = []

@@ -1,23 +1,11 @@
-"""The emulator runtime from Python: loading it, kernel objects, argument binding and launching.
-
-Launches go through the native launcher, `native/launcher.c` (the role upstream's generated launchers play), compiled on first use
-with Triton's `compile_module_from_file` into Triton's cache: it builds the runtime's launch and buffer descriptors
-from the arguments and runs `tt_emu_launch_begin` / `_wait` with the GIL released. ctypes only loads libraries
-(the runtime, each kernel) and hands the launcher the runtime's function addresses. There is no other launch
-path: a machine that cannot compile the launcher (no C compiler, no Python headers) gets an `EmulatorError`
-saying what to install.
-"""
+"""Compiled emulator kernels: compiling MSL (through the cache), binding arguments to buffer slots, launching
+through the native launcher, and turning the launch result into warnings and EmulatorLaunchError."""
 from __future__ import annotations
 
-import _ctypes
 import collections
 import ctypes
-import hashlib
 import os
-import re
-import shutil
 import sys
-import sysconfig
 import threading
 import warnings
 import weakref
@@ -25,17 +13,14 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
 from .. import knobs
-from ..abi import scalars
 from ..target import MAX_THREADS_PER_THREADGROUP
+from . import build
 from . import signature as _sig
-from . import toolchain
-from .errors import EmulatorCompileError, EmulatorError, EmulatorLaunchError, EmulatorWarning
-
-ABI_VERSION = 7  # TT_EMU_ABI_VERSION in emulator_runtime.h
-
-TT_BUF_READONLY = 1
-TT_BUF_SCALAR = 2
-
+from .errors import EmulatorCompileError, EmulatorLaunchError, EmulatorWarning
+from .launcher import launch_config, launcher
+from .library import LOADED_LIBRARIES, TT_BUF_READONLY, TT_BUF_SCALAR, runtime_library
+from .scalar import Scalar, _is_integer, _parse_type
+from .symbolizer import symbolize
 
 class LaunchResult(NamedTuple):
     """What the launcher returns for a launch that failed or reported events (tt_launch_result)."""
@@ -63,205 +48,7 @@ _EVENT_TEXT = {
     2: "signed integer division overflow (INT_MIN / -1)",
     3: "shift by a negative count or by >= the bit width (Metal: undefined result)",
 }
-_UB_MODES = {"warn": 0, "error": 1, "ignore": 2}
-_SCHEDULES = {"forward": 0, "reverse": 1, "random": 2}
 
-
-def _schedule(kernel: str, spec: str) -> Tuple[int, int]:
-    """'forward' | 'reverse' | 'random' | 'random:<seed>' -> (TT_SCHED_*, seed)."""
-    spec = spec.strip().lower()
-    name, _, seed = spec.partition(":")
-    if name not in _SCHEDULES or (seed and (name != "random" or not seed.isdigit())):
-        raise EmulatorLaunchError(f"kernel '{kernel}': unknown emulator schedule {spec!r}; expected forward, reverse "
-                                  "or random[:seed]", kernel_name=kernel)
-    return _SCHEDULES[name], int(seed) if seed else 0x5EED
-
-_lib = None
-_lib_lock = threading.Lock()
-
-
-def runtime_library() -> ctypes.CDLL:
-    """The loaded runtime (built on first use). Loaded RTLD_GLOBAL: kernels resolve their hooks in it."""
-    global _lib
-    if _lib is not None:
-        return _lib
-    with _lib_lock:
-        if _lib is None:
-            so = toolchain.build_runtime()
-            lib = ctypes.CDLL(str(so), mode=ctypes.RTLD_GLOBAL)
-            lib.tt_emu_abi_version.restype = ctypes.c_int
-            lib.tt_emu_bench_switch.argtypes = [ctypes.c_uint32]
-            lib.tt_emu_bench_switch.restype = ctypes.c_double
-            lib.tt_emu_uses_ucontext.restype = ctypes.c_int
-            if lib.tt_emu_abi_version() != ABI_VERSION:
-                raise EmulatorError(f"emulator runtime ABI {lib.tt_emu_abi_version()} != {ABI_VERSION}")
-            toolchain.build_pch()  # once per machine, like the runtime: not part of any kernel's compile
-            _lib = lib
-    return _lib
-
-
-# ------------------------------------------------------------------------------------------------
-# The native launcher (native/launcher.c)
-# ------------------------------------------------------------------------------------------------
-
-LAUNCHER_SOURCE = toolchain.NATIVE_DIR / "launcher.c"
-LAUNCHER_MODULE = "apple_launcher"
-_launcher = None
-_launcher_lock = threading.Lock()
-
-
-def _python_include_dir() -> str:
-    """Where Triton's build looks for Python.h (triton.runtime.build._build)."""
-    scheme = sysconfig.get_default_scheme()
-    return sysconfig.get_paths(scheme="posix_prefix" if scheme == "posix_local" else scheme)["include"]
-
-
-def _why_no_launcher() -> str:
-    """What the machine lacks, when the launcher did not compile."""
-    from triton import knobs as triton_knobs
-    if triton_knobs.build.impl is not None:
-        return "triton.knobs.build.impl is set: its build function failed"
-    inc = _python_include_dir()
-    if not os.path.isfile(os.path.join(inc, "Python.h")):
-        return (f"Python's headers are missing ({inc}/Python.h): install them (Debian/Ubuntu: apt-get install "
-                "python3-dev for the distribution's Python; pyenv and python.org builds ship them)")
-    cc = os.environ.get("CC")
-    if cc is not None and not shutil.which(cc):
-        return f"CC={cc} is not found"
-    if cc is None and not (shutil.which("gcc") or shutil.which("clang")):
-        return "no C compiler: install gcc or clang (Debian/Ubuntu: apt-get install gcc), or set CC"
-    return "the C compiler failed (its messages are above)"
-
-
-def _compile_launcher():
-    from triton.runtime.build import compile_module_from_file
-    inc, _ = toolchain.native_dirs()
-    # Triton's cache key covers the source and the flags, not included files: the headers' digest goes in a flag,
-    # so that a change of the runtime's ABI header rebuilds the launcher.
-    digest = hashlib.sha256()
-    for name in ("emulator_runtime.h", "metal_limits.h"):
-        digest.update((inc / name).read_bytes())
-    flags = [f"-DTT_APPLE_HEADERS_SHA256={digest.hexdigest()[:32]}"]
-    if sys.platform == "darwin":  # Python's symbols come from the interpreter that loads the module
-        flags += ["-undefined", "dynamic_lookup"]
-    try:
-        return compile_module_from_file(src_path=str(LAUNCHER_SOURCE), name=LAUNCHER_MODULE, include_dirs=[str(inc)],
-                                        ccflags=flags)
-    except Exception as e:  # noqa: BLE001 (any failure to build or load it is the same problem, said once)
-        raise EmulatorError(f"the emulator's launcher {LAUNCHER_SOURCE} could not be compiled ({type(e).__name__}: "
-                            f"{e}): {_why_no_launcher()}. Emulator launches need it (a C compiler and "
-                            "Python's headers, as Triton's own launchers do)") from e
-
-
-def launcher():
-    """The native launcher module, compiled on first use (Triton's cache) and bound to the loaded runtime."""
-    global _launcher
-    if _launcher is not None:
-        return _launcher
-    with _launcher_lock:
-        if _launcher is None:
-            lib = runtime_library()
-            mod = _compile_launcher()
-            if mod.ABI_VERSION != ABI_VERSION:
-                raise EmulatorError(f"the emulator's launcher was compiled for ABI {mod.ABI_VERSION}, this Python "
-                                    f"side has {ABI_VERSION}")
-            address = lambda f: ctypes.cast(f, ctypes.c_void_p).value  # noqa: E731
-            mod.bind_runtime(address(lib.tt_emu_launch_begin), address(lib.tt_emu_launch_wait),
-                             address(lib.tt_emu_launch_cancel), address(lib.tt_emu_abi_version))
-            mod.set_config_source(tuple(k.env for k in _CONFIG_KNOBS), launch_config)
-            _launcher = mod
-    return _launcher
-
-
-_CONFIG_KNOBS = (knobs.emulator_threads, knobs.emulator_stack_kb, knobs.emulator_schedule, knobs.emulator_ub,
-                 knobs.emulator_timeout)
-
-
-def launch_config(kernel: str, host_threads: Optional[int] = None, stack_kb: Optional[int] = None,
-                  schedule: Optional[str] = None, timeout: Optional[float] = None) -> tuple:
-    """(host_threads, stack_kb, schedule, seed, ub_mode, timeout_ms) of a launch: the arguments, else the
-    TRITON_APPLE_EMULATOR_* knobs. Launches without arguments let the launcher call this only when one of those
-    environment variables changed (`set_config_source`)."""
-    threads = knobs.emulator_threads.get() if host_threads is None else max(0, host_threads)
-    stack = knobs.emulator_stack_kb.get() if stack_kb is None else max(0, stack_kb)
-    sched, seed = _schedule(kernel, knobs.emulator_schedule.get() if schedule is None else schedule)
-    seconds = knobs.emulator_timeout.get() if timeout is None else timeout
-    timeout_ms = 0 if seconds <= 0 else min(max(1, round(seconds * 1000)), 0xFFFFFFFF)
-    # masked to the descriptor's field widths, as the ctypes fields they replace did
-    return (threads & 0xFFFFFFFF, stack & 0xFFFFFFFF, sched, seed & (2**64 - 1), _UB_MODES[knobs.emulator_ub.get()],
-            timeout_ms)
-
-
-def bench_fiber_switch(n: int = 1_000_000) -> float:
-    """Nanoseconds per fiber switch (one direction) of the runtime's context switch."""
-    return runtime_library().tt_emu_bench_switch(n)
-
-
-# ------------------------------------------------------------------------------------------------
-# Scalars
-# ------------------------------------------------------------------------------------------------
-
-def _parse_type(type_name: str) -> Tuple[str, int]:
-    """An MSL scalar or vector type name -> (its scalar type's MSL name, lanes)."""
-    t = " ".join(type_name.split())
-    m = re.fullmatch(r"([a-z_]+?)([234])", t)
-    try:
-        if m and m.group(1) != "tt_double":
-            return scalars.msl_scalar(m.group(1)).name, int(m.group(2))
-        return scalars.msl_scalar(t).name, 1
-    except KeyError:
-        raise ValueError(f"unknown Metal scalar type {type_name!r}") from None
-
-
-def _is_integer(msl: str) -> bool:
-    return scalars.MSL_SCALARS[msl].kind in ("int", "bool")
-
-
-class Scalar:
-    """A value for a ``constant T&`` parameter, packed as the Metal type ``type_name``
-    (``"int"``, ``"uint"``, ``"long"``, ``"ulong"``, ``"float"``, ``"half"``, ``"bfloat"``, ``"bool"``,
-    ``"short"``, ``"ushort"``, ``"char"``, ``"uchar"``, ``"tt_double"`` (the backend's software float64) and
-    vectors such as ``"uint3"``/``"float4"`` with a sequence value; vec3 is padded to 4 elements as in Metal).
-    Values are packed by the backend's one scalar packer (``abi.scalars.pack``), with its rules.
-
-    A value that does not fit the type (``Scalar(1e300, "float")``, ``Scalar(2**40, "int")``) is recorded in
-    ``problem`` and refused when the scalar is bound to a kernel parameter, so that the error can name the
-    kernel and the parameter. An unknown ``type_name`` raises ValueError at once."""
-
-    def __init__(self, value: Any, type_name: str = "int"):
-        self.value = value
-        self.type_name = type_name
-        base, n = _parse_type(type_name)
-        self.base = base
-        self.width = n
-        self.problem: Optional[str] = None
-        vals = [value]
-        if n > 1:
-            vals = list(value) if hasattr(value, "__iter__") else [value] * n
-            if len(vals) != n:
-                raise ValueError(f"Scalar {type_name} needs {n} values, got {len(vals)}")
-            if n == 3:
-                vals = vals + [0]
-        parts = []
-        for v in vals:
-            try:
-                parts.append(scalars.pack(base, v))
-            except scalars.ScalarValueError as e:
-                self.problem = self.problem or str(e)
-                parts.append(bytes(scalars.MSL_SCALARS[base].nbytes))
-        self.data = b"".join(parts)
-
-    @property
-    def nbytes(self) -> int:
-        return len(self.data)
-
-    def __repr__(self):
-        return f"Scalar({self.value!r}, {self.type_name!r})"
-
-
-# ------------------------------------------------------------------------------------------------
-# Kernels
-# ------------------------------------------------------------------------------------------------
 
 def _dim3(kernel: str, v, what: str, lo: int) -> Tuple[int, int, int]:
     """`grid`/`threadgroup` as 3 integers, each from `lo` to 2^32-1 (Metal's sizes are uint)."""
@@ -317,65 +104,6 @@ def _span_bytes(shape, strides_elems, itemsize) -> int:
     return (1 + sum((s - 1) * st for s, st in zip(shape, strides_elems))) * itemsize
 
 
-class _LoadedLibraries:
-    """Kernel shared objects loaded in this process: at most ``TRITON_APPLE_EMULATOR_MAX_LOADED`` (least
-    recently launched first out). Kernel objects do not hold their library: each launch asks for the entry
-    point (loading the library again if it was unloaded) and holds the library until the launch is over, so
-    a library is never unloaded while a launch of it runs."""
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        self._loaded: "collections.OrderedDict[str, list]" = collections.OrderedDict()  # path -> [handle, entry, users]
-
-    def acquire(self, kernel: "EmulatorKernel") -> int:
-        path = str(kernel.so_path)
-        with self._lock:
-            rec = self._loaded.get(path)
-            if rec is None:
-                lib = ctypes.CDLL(path)
-                abi = ctypes.c_int.in_dll(lib, "__tt_emu_abi").value
-                entry = ctypes.cast(getattr(lib, "__tt_emu_entry"), ctypes.c_void_p).value
-                rec = self._loaded[path] = [lib._handle, entry, 0]
-                if abi != ABI_VERSION:
-                    self._unload(path)
-                    raise EmulatorError(f"kernel '{kernel.name}': {path} was built for emulator ABI {abi}, the "
-                                        f"runtime has {ABI_VERSION}")
-            self._loaded.move_to_end(path)
-            rec[2] += 1
-            return rec[1]
-
-    def release(self, kernel: "EmulatorKernel") -> None:
-        with self._lock:
-            rec = self._loaded.get(str(kernel.so_path))
-            if rec is not None:
-                rec[2] -= 1
-            if len(self._loaded) <= 1:  # never over the limit (at least 1): no need to read it
-                return
-            excess = len(self._loaded) - max(1, knobs.emulator_max_loaded.get())
-            if excess > 0:
-                for path in [p for p, r in self._loaded.items() if r[2] == 0][:excess]:
-                    self._unload(path)
-
-    def forget(self, path: Path) -> None:
-        """Unload `path` if no launch uses it: its file was rebuilt, the next launch must load the new one."""
-        with self._lock:
-            rec = self._loaded.get(str(path))
-            if rec is not None and rec[2] == 0:
-                self._unload(str(path))
-
-    def _unload(self, path: str) -> None:
-        handle = self._loaded.pop(path)[0]
-        _ctypes.dlclose(handle)
-
-    def loaded(self) -> List[str]:
-        """Paths of the libraries loaded now, least recently launched first."""
-        with self._lock:
-            return list(self._loaded)
-
-
-_LIBRARIES = _LoadedLibraries()
-
-
 class EmulatorKernel:
     """A compiled MSL kernel. ``params`` lists every parameter (:class:`KernelParam`)."""
 
@@ -388,8 +116,8 @@ class EmulatorKernel:
         self.cache_hit = cache_hit
         self._lib = runtime_library()
         self._launcher = launcher()  # compiled (or found in Triton's cache) now: a machine without one fails here
-        _LIBRARIES.acquire(self)  # loads it now: a bad library fails at compile time
-        _LIBRARIES.release(self)
+        LOADED_LIBRARIES.acquire(self)  # loads it now: a bad library fails at compile time
+        LOADED_LIBRARIES.release(self)
         self._buffers = signature.buffers
         self._by_slot = {p.index: p for p in self._buffers}
         self._any_plan = None
@@ -571,11 +299,11 @@ class EmulatorKernel:
         once the arguments are bound, just before the kernel starts.
         ``config``: :func:`launch_config`'s tuple, or None for the knobs' settings. Raises
         :class:`EmulatorLaunchError` on any failure; buffers are written back only on success."""
-        entry = _LIBRARIES.acquire(self)
+        entry = LOADED_LIBRARIES.acquire(self)
         try:
             result = self._launcher.launch(plan, entry, grid, threadgroup, config, args, extra, enter_hook, metadata)
         finally:
-            _LIBRARIES.release(self)
+            LOADED_LIBRARIES.release(self)
         if result is not None:
             res = LaunchResult(*result)
             if res.events:
@@ -608,7 +336,7 @@ class EmulatorKernel:
         lines = list(res.lines)
         module = res.pc_module.decode(errors="replace")
         if res.pc and module and os.path.realpath(module) == os.path.realpath(str(self.so_path)):
-            loc = toolchain.symbolize(str(self.so_path), res.pc_offset, f"{self.name}.metal")
+            loc = symbolize(str(self.so_path), res.pc_offset, f"{self.name}.metal")
             if loc:
                 lines.append(loc[0])
                 msg += f"\n  at MSL line {loc[0]}:{loc[1]}: {self._source_line(loc[0])}"
@@ -658,16 +386,16 @@ def compile_msl(source: Union[str, bytes], kernel_name: str) -> EmulatorKernel:
     rewritten = _sig.rewrite_source(source)
     msl_name = f"{kernel_name}.metal"
     trampoline, tramp_lines = _sig.make_trampoline(sig, msl_name)
-    key = toolchain.kernel_key(rewritten, kernel_name, trampoline)
+    key = build.kernel_key(rewritten, kernel_name, trampoline)
     with _compile_lock:
         k = _memory_cache.get(key)
         if k is not None and k.so_path.is_file():
             _memory_cache.move_to_end(key)
             return k
     runtime_library()  # built and loaded (RTLD_GLOBAL) before any kernel
-    so, hit = toolchain.build_kernel(rewritten, kernel_name, trampoline, tramp_lines, sig.line, source)
+    so, hit = build.build_kernel(rewritten, kernel_name, trampoline, tramp_lines, sig.line, source)
     if not hit:
-        _LIBRARIES.forget(so)
+        LOADED_LIBRARIES.forget(so)
     k = EmulatorKernel(kernel_name, source, sig, so, hit)
     with _compile_lock:
         _memory_cache[key] = k

@@ -1,6 +1,7 @@
 """The lock table of 64-bit atomics, shared by the lowering (whose helpers take and release locks:
-`lowering/wide_atomics.py` chooses which atomics do, `lowering/msl_helpers.py` holds the helpers) and the
-launcher (which binds a table to every launch of a kernel that takes locks).
+`lowering/wide_atomics.py` chooses which atomics do, `lowering/msl/atomics64_locked.metal` holds the helpers)
+and the launchers (which bind a zeroed table, `abi.slots.ADDED_BUFFERS["locks"]`, to every launch of a kernel
+that takes locks).
 
 Metal's only 64-bit atomics are unsigned min/max on Apple9, and they return nothing. A 64-bit
 read-modify-write whose old value is used, a compare-and-swap, an exchange, a float64 add, or a min/max the
@@ -14,8 +15,3 @@ from __future__ import annotations
 LOCK_WORDS = 1 << 12  # 16 KB: contention on distinct elements that share a lock stays rare
 assert LOCK_WORDS & (LOCK_WORDS - 1) == 0, "the lowering takes the address modulo LOCK_WORDS with a mask"
 
-
-def new_lock_table(device: str):
-    """A zeroed lock table (an int32 torch tensor) for one launch on torch device type `device`."""
-    import torch
-    return torch.zeros(LOCK_WORDS, dtype=torch.int32, device=device)

@@ -1,0 +1,229 @@
+"""Builds of the emulator, each an entry of its cache (`cache.py`): the runtime library, the precompiled compat
+header and each kernel's library, from the native sources in `native/`; a failed kernel build becomes an
+EmulatorCompileError that points at the user's MSL lines."""
+from __future__ import annotations
+
+import functools
+import os
+import re
+import subprocess
+import sys
+import threading
+import warnings
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+from .. import knobs
+from .cache import hash_parts, file_mode, tmp_name, unlink_quietly, write_file, cache_root, cached_entry
+from .clang import KERNEL_FLAGS, RUNTIME_FLAGS, SHLIB_SUFFIX, compiler_version, extra_link_flags, find_compiler, host_arch_flags
+from .errors import EmulatorCacheWarning, EmulatorCompileError, EmulatorError
+
+NATIVE_DIR = Path(__file__).resolve().parent / "native"  # ships inside the package, in every install
+
+
+def native_dirs() -> Tuple[Path, Path]:
+    """(include dir, source dir) of the emulator's native sources: ``emulator/native/include`` (the compat
+    header, the runtime's C ABI, the limits) and ``emulator/native`` (the runtime and the launcher)."""
+    inc = NATIVE_DIR / "include"
+    if not ((inc / "metal_compat.h").is_file() and (NATIVE_DIR / "emulator_runtime.cpp").is_file()):
+        raise EmulatorError(f"Metal emulator native sources not found under {NATIVE_DIR} (an incomplete install?)")
+    return inc, NATIVE_DIR
+
+
+@functools.lru_cache(None)
+def native_sources() -> Dict[str, bytes]:
+    inc, lib = native_dirs()
+    files = {}
+    for p in sorted(inc.iterdir()):
+        if p.is_file():
+            files["include/" + p.name] = p.read_bytes()
+    files["emulator_runtime.cpp"] = (lib / "emulator_runtime.cpp").read_bytes()
+    return files
+
+
+def _runtime_defines() -> List[str]:
+    return ["-DTT_EMU_UCONTEXT=1"] if knobs.emulator_ucontext.get() else []
+
+
+def _run(cmd: List[str], cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, cwd=str(cwd), capture_output=True, text=True)
+
+
+def _compile_into(cmd: List[str], out: Path, cwd: Path) -> subprocess.CompletedProcess:
+    """Run a compile whose output goes to a temporary, then rename it to `out` (executable mode). On macOS
+    clang also writes the debug information next to its output (`<output>.dSYM`, where llvm-symbolizer looks
+    for it): that bundle is renamed along."""
+    tmp = tmp_name(out.parent, out.name)
+    dsym, out_dsym = Path(str(tmp) + ".dSYM"), Path(str(out) + ".dSYM")
+    res = _run(cmd + ["-o", str(tmp)], cwd)
+    try:
+        if res.returncode == 0:
+            os.chmod(tmp, file_mode(executable=True))
+            if dsym.is_dir():
+                unlink_quietly(out_dsym)
+                os.replace(dsym, out_dsym)
+            os.replace(tmp, out)
+    finally:
+        unlink_quietly(tmp)
+        unlink_quietly(dsym)
+    return res
+
+
+
+RUNTIME_LIB = "libtriton_apple_emulator" + SHLIB_SUFFIX
+KERNEL_LIB = "kernel" + SHLIB_SUFFIX
+PCH = "metal_compat.pch"
+
+
+def build_runtime() -> Path:
+    """Compile (once, cached by content hash) and return the runtime shared library."""
+    cxx = find_compiler()
+    inc, lib = native_dirs()
+    flags = list(RUNTIME_FLAGS) + list(host_arch_flags()) + _runtime_defines()
+    srcs = native_sources()
+    key = hash_parts("runtime", compiler_version(cxx)[1], flags, srcs["include/emulator_runtime.h"],
+                srcs["include/metal_limits.h"], srcs["emulator_runtime.cpp"])[:32]
+    out_dir = cache_root() / f"runtime-{key}"
+
+    def build(directory: Path):
+        # the first launch in a fresh cache waits for this: say what is happening, once
+        print(f"apple backend: building the Metal-on-CPU emulator runtime (once per cache, a few seconds) in "
+              f"{out_dir}", file=sys.stderr, flush=True)
+        cmd = [cxx, *flags, "-I", str(inc), str(lib / "emulator_runtime.cpp"), "-ldl"]
+        res = _compile_into(cmd, directory / RUNTIME_LIB, directory)
+        if res.returncode != 0:
+            raise EmulatorError("failed to build the Metal emulator runtime:\n" + " ".join(cmd) + "\n" + res.stderr)
+
+    cached_entry(out_dir, [RUNTIME_LIB], build)
+    return out_dir / RUNTIME_LIB
+
+
+def _pch_flags() -> List[str]:
+    return [f for f in KERNEL_FLAGS if f != "-shared"]
+
+
+_pch_dir: Optional[Path] = None
+_pch_lock = threading.Lock()
+
+
+def build_pch() -> Optional[Path]:
+    """The compat header (``metal_stdlib`` -> ``metal_compat.h`` and what it includes), parsed once into a
+    precompiled header with the kernel flags: a cache entry holding a copy of the include directory's files and
+    ``metal_compat.pch`` built from that copy (so that edits of the source tree never invalidate it under a
+    kernel compile; the key covers the headers' contents). Saves parsing the ~1300 lines of templates in every
+    kernel compile. Returns the entry, or None when the compiler cannot build it (kernels then compile
+    without it). Remembered for the process: a kernel compile after the cache directory changed (or was
+    emptied) still uses it while its files exist."""
+    global _pch_dir
+    with _pch_lock:
+        if _pch_dir is not None and (_pch_dir / PCH).is_file():
+            return _pch_dir
+        cxx = find_compiler()
+        srcs = native_sources()
+        headers = {k[len("include/"):]: v for k, v in srcs.items() if k.startswith("include/")}
+        key = hash_parts("pch", compiler_version(cxx)[1], _pch_flags(),
+                    *[k.encode() + b"=" + v for k, v in sorted(headers.items())])[:32]
+        out_dir = cache_root() / f"pch-{key}"
+
+        def build(directory: Path):
+            for name, data in headers.items():
+                write_file(directory / name, data)
+            cmd = [cxx, *_pch_flags(), "-I", str(directory), "-x", "c++-header", str(directory / "metal_compat.h")]
+            res = _compile_into(cmd, directory / PCH, directory)
+            if res.returncode != 0:
+                raise EmulatorError("failed to precompile the Metal compat header:\n" + " ".join(cmd) + "\n" +
+                                    res.stderr)
+
+        try:
+            cached_entry(out_dir, [PCH] + sorted(headers), build)
+        except EmulatorError as e:
+            warnings.warn(EmulatorCacheWarning(f"Metal emulator: {e}; kernels are compiled without it"))
+            return None
+        _pch_dir = out_dir
+        return out_dir
+
+
+def kernel_key(source: str, kernel_name: str, trampoline: str) -> str:
+    cxx = find_compiler()
+    srcs = native_sources()
+    return hash_parts("kernel", compiler_version(cxx)[1], KERNEL_FLAGS, extra_link_flags(), _runtime_defines(),
+                 *[k.encode() + b"=" + v for k, v in sorted(srcs.items())], source, kernel_name, trampoline)[:40]
+
+
+_DIAG_RE = re.compile(r"^(?P<file>[^\n:]+):(?P<line>\d+):(?P<col>\d+): (?P<sev>fatal error|error|warning|note|remark): ")
+
+
+def build_kernel(source: str, kernel_name: str, trampoline: str, trampoline_lines: Dict[int, int],
+                 sig_line: int, original_source: str) -> Tuple[Path, bool]:
+    """Compile a kernel; returns (shared object, was_cached). Raises EmulatorCompileError."""
+    cxx = find_compiler()
+    inc, _ = native_dirs()
+    key = kernel_key(source, kernel_name, trampoline)
+    out_dir = cache_root() / key[:2] / key
+    msl_name = f"{kernel_name}.metal"
+
+    def build(directory: Path):
+        write_file(directory / msl_name, source.encode())
+        write_file(directory / "entry.cpp", trampoline.encode())
+        # The runtime hooks (__tt_*, __ubsan_*) stay undefined here: they resolve against the runtime, which
+        # is always loaded RTLD_GLOBAL before any kernel (no path baked into the kernel's library).
+        pch = build_pch()
+        include = ["-I", str(pch), "-include-pch", str(pch / PCH)] if pch else ["-I", str(inc)]
+        cmd = [cxx, *KERNEL_FLAGS, *include, "entry.cpp", *extra_link_flags()]
+        res = _compile_into(cmd, directory / KERNEL_LIB, directory)
+        if res.returncode != 0 and pch and re.search(r"precompiled header|PCH file|\.pch", res.stderr):
+            cmd = [cxx, *KERNEL_FLAGS, "-I", str(inc), "entry.cpp", *extra_link_flags()]  # a PCH problem
+            res = _compile_into(cmd, directory / KERNEL_LIB, directory)
+        if res.returncode != 0:
+            raise _compile_error(res.stderr, kernel_name, msl_name, directory, inc, trampoline_lines, sig_line,
+                                 original_source, extra_prefixes=[str(pch)] if pch else [])
+
+    hit = cached_entry(out_dir, [KERNEL_LIB, msl_name, "entry.cpp"], build)
+    return out_dir / KERNEL_LIB, hit
+
+
+def _compile_error(stderr: str, kernel_name: str, msl_name: str, out_dir: Path, inc: Path,
+                   trampoline_lines: Dict[int, int], sig_line: int, original_source: str,
+                   extra_prefixes: List[str] = ()) -> EmulatorCompileError:
+    prefixes = [str(out_dir) + os.sep, str(inc) + os.sep, str(out_dir.resolve()) + os.sep,
+                str(inc.resolve()) + os.sep]
+    for p in extra_prefixes:
+        prefixes += [p + os.sep, os.path.realpath(p) + os.sep]
+    text = stderr
+    for p in sorted(set(prefixes), key=len, reverse=True):
+        text = text.replace(p, "")
+    # For each error: its own location when it is in the user's MSL; when it is inside the compat header
+    # (e.g. a static_assert) or the trampoline, the user-file locations of its notes (instantiation point).
+    lines: List[int] = []
+    blocks: List[List[Tuple[str, str, int]]] = []
+    for raw in text.splitlines():
+        m = _DIAG_RE.match(raw)
+        if not m:
+            continue
+        sev = m.group("sev")
+        entry = (sev, os.path.basename(m.group("file")), int(m.group("line")))
+        if sev in ("error", "fatal error", "warning", "remark"):
+            blocks.append([entry])
+        elif blocks:
+            blocks[-1].append(entry)
+    for block in blocks:
+        sev, fname, line = block[0]
+        if sev not in ("error", "fatal error"):
+            continue
+        if fname == msl_name:
+            lines.append(line)
+        elif fname == "entry.cpp":
+            lines.append(trampoline_lines.get(line, sig_line))
+        else:
+            user = [ln for (_, f, ln) in block[1:] if f == msl_name]
+            tramp = [trampoline_lines.get(ln, sig_line) for (_, f, ln) in block[1:] if f == "entry.cpp"]
+            lines.extend(user[:1] if user else tramp[:1])
+    src_lines = original_source.splitlines()
+    shown = ""
+    if lines:
+        shown = "\nMSL source lines involved:" + "".join(
+            f"\n  {n:5d} | {src_lines[n - 1] if 0 < n <= len(src_lines) else ''}" for n in sorted(set(lines)))
+    text = text.replace("entry.cpp", "<emulator trampoline>")
+    msg = f"MSL compile of kernel '{kernel_name}' failed (host clang with the Metal compat header):\n" \
+          f"{text.rstrip()}{shown}"
+    return EmulatorCompileError(msg, lines, diagnostics=text, kernel_name=kernel_name)
