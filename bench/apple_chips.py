@@ -1,9 +1,10 @@
-"""Peak DRAM (unified memory) bandwidth of Apple silicon chips, and which chip this Mac has.
+"""Peak DRAM (unified memory) bandwidth of Apple silicon chips, with sources, and the figure for this Mac.
 
-bench/device_bench.py divides measured GB/s by these numbers. They are the vendor's peak figures, not
-something a kernel can reach: a streaming kernel on Apple GPUs typically gets a good part of it, and what
-it gets is the point of the comparison. Where a chip was sold with two memory configurations (M3 Max,
-M4 Max) the GPU core count tells them apart.
+Which chip this is, and its GPU core count, the backend knows (`triton.backends.apple.host`); this table is
+only the benchmarks' business. bench/device_bench.py divides measured GB/s by these numbers. They are the
+vendor's peak figures, not something a kernel can reach: a streaming kernel on Apple GPUs typically gets a
+good part of it, and what it gets is the point of the comparison. Where a chip was sold with two memory
+configurations (M3 Max, M4 Max) the GPU core count tells them apart.
 
 Sources (as retrieved for this table):
   M1         no bandwidth in Apple's M1 announcement; 68.25 GB/s is LPDDR4X-4266 on a 128-bit bus
@@ -32,10 +33,6 @@ Chips not listed (M5 Pro/Max, ...) print "unknown" rather than a guess.
 """
 from __future__ import annotations
 
-import json
-import re
-import subprocess
-import sys
 from typing import Dict, Optional, Tuple
 
 # chip -> peak GB/s, or {GPU core count: GB/s} where two memory configurations exist
@@ -48,29 +45,13 @@ PEAK_GBPS: Dict[str, object] = {
 }
 
 
-def _run(*cmd: str) -> str:
-    try:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=60).stdout
-    except (OSError, subprocess.SubprocessError):
-        return ""
-
-
 def detect() -> Tuple[Optional[str], Optional[int], str]:
-    """(chip such as "M2 Pro" or None, GPU core count or None, the raw CPU brand string)."""
-    if sys.platform != "darwin":
+    """(chip such as "M2 Pro" or None, GPU core count or None, a label for the report: "Apple M2 Pro" or "")."""
+    from triton.backends.apple import host
+    chip = host.mac_chip()
+    if chip is None:
         return None, None, ""
-    brand = _run("sysctl", "-n", "machdep.cpu.brand_string").strip()  # "Apple M2 Pro", "Apple M1 (Virtual)"
-    m = re.search(r"\b(M\d+)(?: (Pro|Max|Ultra))?\b", brand)
-    chip = f"{m.group(1)} {m.group(2)}" if m and m.group(2) else (m.group(1) if m else None)
-    cores = None
-    try:
-        info = json.loads(_run("system_profiler", "SPDisplaysDataType", "-json") or "{}")
-        for gpu in info.get("SPDisplaysDataType", []):
-            if str(gpu.get("sppci_cores", "")).isdigit():
-                cores = int(gpu["sppci_cores"])
-    except ValueError:
-        pass
-    return chip, cores, brand
+    return chip, host.mac_gpu_cores(), f"Apple {chip}"
 
 
 def peak_bandwidth(chip: Optional[str], gpu_cores: Optional[int]) -> Tuple[Optional[float], str]:
@@ -88,6 +69,6 @@ def peak_bandwidth(chip: Optional[str], gpu_cores: Optional[int]) -> Tuple[Optio
     return float(entry), chip
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # python -m bench.apple_chips: what this machine reports
     c, n, b = detect()
     print(b or "not a Mac", "->", c, n, peak_bandwidth(c, n))

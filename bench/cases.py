@@ -1,8 +1,5 @@
-"""The tutorial-style kernels every report in bench/ runs, with the arguments each is launched with.
-
-Nothing in the kernels is specific to the apple backend. Vector add, softmax and layer norm are the
-repository's examples (examples/kernels.py), the cumsum scan comes from bench/kernels.py, matmul and
-flash attention from bench/mma_kernels.py; the row argmax and the fused bias + GELU are written here.
+"""The tutorial-style cases the reports in bench/ run: kernels of bench/kernels.py with the arguments each is
+launched with, its problem sizes and its check against torch.
 
 A `Case` knows how to build one launch of its kernel for a problem size on a torch device: the
 arguments by parameter name, the constexprs, grid, num_warps, and the expected outputs computed by
@@ -12,59 +9,13 @@ ints) is the one real launches get; rows are not multiples of the block, so mask
 """
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Callable, Dict, List, Tuple
 
 import torch
 import triton
-import triton.language as tl
 
-_HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(_HERE))
-
-import kernels as _bench_kernels  # noqa: E402
-import mma_kernels as _mma  # noqa: E402
-
-
-def _examples():
-    return _bench_kernels._examples()
-
-
-@triton.jit
-def row_argmax_kernel(x_ptr, idx_ptr, N, stride, BLOCK: tl.constexpr):
-    """Index of the largest element of each row (first one on ties), as int32."""
-    row = tl.program_id(0)
-    cols = tl.arange(0, BLOCK)
-    x = tl.load(x_ptr + row * stride + cols, mask=cols < N, other=-float("inf"))
-    tl.store(idx_ptr + row, tl.argmax(x, axis=0).to(tl.int32))
-
-
-@triton.jit
-def bias_gelu_kernel(x_ptr, b_ptr, y_ptr, M, N, stride_m, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    """y = gelu(x + b) on an [M, N] matrix with a per-column bias (the exact, erf-based GELU)."""
-    rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
-    rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
-    mask = (rm[:, None] < M) & (rn[None, :] < N)
-    offs = rm[:, None] * stride_m + rn[None, :]
-    x = tl.load(x_ptr + offs, mask=mask, other=0.0)
-    b = tl.load(b_ptr + rn, mask=rn < N, other=0.0)
-    h = x + b[None, :]
-    y = 0.5 * h * (1.0 + tl.math.erf(h * 0.7071067811865476))
-    tl.store(y_ptr + offs, y, mask=mask)
-
-
-@triton.jit
-def empty_kernel(x_ptr, n):
-    """Does nothing: what a launch costs on its own."""
-    pass
-
-
-@triton.jit
-def empty_kernel_many_args(t1, t2, t3, t4, t5, i1, i2, i3, i4, i5, i6, i7, i8, i9):
-    """Does nothing, with 5 tensor and 9 integer arguments to bind."""
-    pass
+from . import kernels as kn
 
 
 # ------------------------------------------------------------------------------------------------ cases
@@ -118,7 +69,7 @@ def vector_add(device, n: int) -> Launch:
     rnd = _gen(device, 0)
     x, y = rnd(n), rnd(n)
     out = torch.empty_like(x)
-    return Launch(_examples().vector_add_kernel, dict(x_ptr=x, y_ptr=y, out_ptr=out, n_elements=n),
+    return Launch(kn.vector_add_kernel, dict(x_ptr=x, y_ptr=y, out_ptr=out, n_elements=n),
                   dict(BLOCK_SIZE=1024), (triton.cdiv(n, 1024), ), 4, lambda: {"out_ptr": x + y}, 0.0,
                   bytes=3 * 4 * n)
 
@@ -129,7 +80,7 @@ def softmax(device, rows: int, cols: int, programs: int = 0) -> Launch:
     out = torch.empty_like(x)
     block = triton.next_power_of_2(cols)
     grid = (min(programs or rows, rows), )
-    return Launch(_examples().softmax_kernel,
+    return Launch(kn.softmax_kernel,
                   dict(out_ptr=out, in_ptr=x, in_row_stride=x.stride(0), out_row_stride=out.stride(0), n_rows=rows,
                        n_cols=cols), dict(BLOCK_SIZE=block), grid, 4 if block <= 2048 else 8,
                   lambda: {"out_ptr": torch.softmax(x.double(), dim=1)}, 1e-6, bytes=2 * 4 * rows * cols)
@@ -149,7 +100,7 @@ def layer_norm(device, rows: int, cols: int) -> Launch:
         r = 1 / torch.sqrt(var + 1e-5)
         return {"y_ptr": (xd - mu[:, None]) * r[:, None] * w.double() + b.double(), "mean_ptr": mu, "rstd_ptr": r}
 
-    return Launch(_examples().layer_norm_fwd_kernel,
+    return Launch(kn.layer_norm_fwd_kernel,
                   dict(x_ptr=x, y_ptr=y, w_ptr=w, b_ptr=b, mean_ptr=mean, rstd_ptr=rstd, stride=x.stride(0), N=cols,
                        eps=1e-5), dict(BLOCK_SIZE=min(1024, triton.next_power_of_2(cols))), (rows, ), 4, expected, 1e-5,
                   bytes=4 * (3 * rows * cols + 2 * cols + 2 * rows))
@@ -159,7 +110,7 @@ def cumsum(device, rows: int, cols: int) -> Launch:
     rnd = _gen(device, 3)
     x = rnd(rows, cols)
     y = torch.empty_like(x)
-    return Launch(_bench_kernels.row_cumsum_kernel, dict(x_ptr=x, y_ptr=y, N=cols, stride=x.stride(0)),
+    return Launch(kn.row_cumsum_kernel, dict(x_ptr=x, y_ptr=y, N=cols, stride=x.stride(0)),
                   dict(BLOCK=1024), (rows, ), 4, lambda: {"y_ptr": torch.cumsum(x.double(), dim=1)}, 1e-4,
                   bytes=2 * 4 * rows * cols)
 
@@ -168,7 +119,7 @@ def argmax(device, rows: int, cols: int) -> Launch:
     rnd = _gen(device, 4)
     x = rnd(rows, cols)
     idx = torch.empty(rows, dtype=torch.int32, device=device)
-    return Launch(row_argmax_kernel, dict(x_ptr=x, idx_ptr=idx, N=cols, stride=x.stride(0)),
+    return Launch(kn.row_argmax_kernel, dict(x_ptr=x, idx_ptr=idx, N=cols, stride=x.stride(0)),
                   dict(BLOCK=triton.next_power_of_2(cols)), (rows, ), 4,
                   lambda: {"idx_ptr": torch.argmax(x, dim=1).to(torch.int32)}, 0.0, bytes=4 * rows * (cols + 1))
 
@@ -178,7 +129,7 @@ def bias_gelu(device, rows: int, cols: int) -> Launch:
     x, b = rnd(rows, cols), rnd(cols)
     y = torch.empty_like(x)
     bm, bn = 16, 128
-    return Launch(bias_gelu_kernel, dict(x_ptr=x, b_ptr=b, y_ptr=y, M=rows, N=cols, stride_m=x.stride(0)),
+    return Launch(kn.bias_gelu_kernel, dict(x_ptr=x, b_ptr=b, y_ptr=y, M=rows, N=cols, stride_m=x.stride(0)),
                   dict(BLOCK_M=bm, BLOCK_N=bn), (triton.cdiv(rows, bm), triton.cdiv(cols, bn)), 4,
                   lambda: {"y_ptr": torch.nn.functional.gelu(x.double() + b.double())}, 1e-5,
                   bytes=4 * (2 * rows * cols + cols))
@@ -197,7 +148,7 @@ def matmul(device, m: int, n: int, k: int, dtype=torch.float16, config=MATMUL_CO
     a, b = rnd(m, k, dtype=dtype), rnd(k, n, dtype=dtype)
     c = torch.empty(m, n, dtype=dtype, device=device)
     bm, bn, bk, warps = config
-    return Launch(_mma.matmul_kernel,
+    return Launch(kn.matmul_kernel,
                   dict(a_ptr=a, b_ptr=b, c_ptr=c, M=m, N=n, K=k, stride_am=a.stride(0), stride_ak=a.stride(1),
                        stride_bk=b.stride(0), stride_bn=b.stride(1), stride_cm=c.stride(0), stride_cn=c.stride(1)),
                   dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, ACC_F16=False),
@@ -219,7 +170,7 @@ def attention(device, heads: int, ctx: int, head_dim: int = 64, causal: bool = F
                                                                         is_causal=causal, scale=scale)}
 
     flops = 4.0 * heads * ctx * ctx * head_dim * (0.5 if causal else 1.0)
-    return Launch(_mma.attn_fwd_kernel,
+    return Launch(kn.attn_fwd_kernel,
                   dict(Q=q, K=k, V=v, Out=o, sm_scale=scale, stride_qh=q.stride(0), stride_qm=q.stride(1),
                        stride_kh=k.stride(0), stride_kn=k.stride(1), stride_vh=v.stride(0), stride_vn=v.stride(1),
                        stride_oh=o.stride(0), stride_om=o.stride(1), N_CTX=ctx),
@@ -228,8 +179,31 @@ def attention(device, heads: int, ctx: int, head_dim: int = 64, causal: bool = F
                   bytes=4 * heads * ctx * head_dim * 2, note=f"{block_m}x{block_n}, {warps} warps")
 
 
+def compile_like_jit(fn, args: Dict[str, object], constexprs: Dict[str, object], num_warps: int, target=None):
+    """triton.compile(ASTSource(...)) for an apple target (default: the active driver's, so that what is analysed
+    is what the JIT runs) with the specialisation Triton's JIT derives from `args`."""
+    from triton._C.libtriton import native_specialize_impl
+    from triton.compiler import ASTSource, make_backend
+    target = target or triton.runtime.driver.active.get_current_target()
+    backend = make_backend(target)
+    signature, consts, attrs = {}, {}, {}
+    for i, name in enumerate(fn.arg_names):
+        # as JITFunction._pack_args: constexprs get an (empty) attribute entry too, floats and bools none
+        if name in constexprs:
+            ty, key = "constexpr", constexprs[name]
+        else:
+            ty, key = native_specialize_impl(backend, args[name], False, True, True)
+        signature[name] = ty
+        if ty == "constexpr":
+            consts[(i, )] = key
+        if isinstance(key, str) or ty == "constexpr":
+            attrs[(i, )] = backend.parse_attr(key if ty != "constexpr" else "")
+    src = ASTSource(fn, signature, consts, attrs)
+    return triton.compile(src, target=target, options={"num_warps": num_warps})
+
+
 # Profiles: "report" is what the code-generation report compiles and checks (typical shapes with masked
-# tails); "speed" is what bench/emulator_speed.py times (the sizes of issue 13).
+# tails); "speed" is what bench/emulator_speed.py times.
 CASES: List[Case] = [
     Case("vector add", vector_add, {"report": dict(n=1_000_000), "speed": dict(n=1 << 20)}),
     Case("softmax", softmax, {"report": dict(rows=256, cols=1536, programs=64), "speed": dict(rows=512, cols=1000,

@@ -1,12 +1,12 @@
 """Code-generation report: what the apple backend emits for tutorial-style kernels, next to a baseline.
 
-    python bench/codegen_report.py                        # baseline: the previous version of the backend
-    python bench/codegen_report.py --baseline <rev>       # any revision git knows (a sha, a tag, HEAD~5)
-    python bench/codegen_report.py --baseline bench/codegen_baseline.json   # a stored baseline
-    python bench/codegen_report.py --save-baseline out.json                 # store this tree's numbers
-    python bench/codegen_report.py --save-baseline bench/codegen_baseline.json --of-revision HEAD
+    python -m bench.codegen_report                        # baseline: the previous version of the backend
+    python -m bench.codegen_report --baseline <rev>       # any revision git knows (a sha, a tag, HEAD~5)
+    python -m bench.codegen_report --baseline bench/codegen_baseline.json   # a stored baseline
+    python -m bench.codegen_report --save-baseline out.json                 # store this tree's numbers
+    python -m bench.codegen_report --save-baseline bench/codegen_baseline.json --of-revision HEAD
 
-For each kernel of bench/tutorial_kernels.py (vector add, softmax, layer norm fwd, cumsum, argmax, fused
+(from the repository root). For each case of bench/cases.py (vector add, softmax, layer norm fwd, cumsum, argmax, fused
 bias+GELU, fp16 matmul, flash-attention fwd) it compiles the kernel for GPUTarget("metal", <family>, 32)
 with the specialisation Triton's JIT derives from the report-sized arguments, and reads off the MSL (see
 bench/msl_stats.py for the exact definitions):
@@ -19,11 +19,10 @@ bench/msl_stats.py for the exact definitions):
 
 The baseline is the same numbers for the backend (`third_party/apple`) of another git revision, by
 default the previous version of the backend: HEAD if the working tree changes third_party/apple, else the
-parent of the last commit that changed it (`--baseline HEAD~1`, or any revision, to choose). That
-revision's `third_party/apple` is extracted with `git archive` into a temporary directory and this script
-runs again in a subprocess whose `triton.backends.apple` / `triton.language.extra.apple` imports are
-redirected there (fresh TRITON_CACHE_DIR, no network). The kernels, the shapes and this script are the
-working tree's on both sides, so only the backend differs. A cell shows `now (baseline)` where they differ.
+parent of the last commit that changed it (`--baseline HEAD~1`, or any revision, to choose). This script
+runs again in a subprocess against that revision's backend (bench/revision.py: exported with `git archive`,
+its own TRITON_CACHE_DIR). The kernels, the shapes and this script are the working tree's on both sides, so
+only the backend differs. A cell shows `now (baseline)` where they differ.
 
 Then every kernel is launched once through the JIT on the active device (the emulator here, MPS on a Mac)
 and compared with torch: max |out - expected| / (1 + |expected|) against the case's tolerance. A wrong
@@ -32,79 +31,17 @@ result makes the exit status 1; nothing here judges the numbers of the code itse
 from __future__ import annotations
 
 import argparse
-import importlib.abc
-import importlib.util
 import json
 import re
 import os
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
+from . import revision
+
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
 BASELINE_JSON = HERE / "codegen_baseline.json"
-_REDIRECTED = {"triton.backends.apple": "backend", "triton.language.extra.apple": "language/apple"}
-
-
-class _BackendRedirect(importlib.abc.MetaPathFinder):
-    """Imports triton.backends.apple and triton.language.extra.apple (and their submodules) from another
-    checkout of third_party/apple, ahead of however the installed backend is found. A module that checkout
-    does not have is not found at all (rather than taken from the installed tree)."""
-
-    def __init__(self, apple_root: Path):
-        self.roots = {name: apple_root / rel for name, rel in _REDIRECTED.items()}
-
-    def location(self, fullname: str):
-        """(claimed, path of the module's file or None) for a module name."""
-        for name, root in self.roots.items():
-            if fullname == name or fullname.startswith(name + "."):
-                base = root.joinpath(*fullname[len(name):].lstrip(".").split(".")) if fullname != name else root
-                if (base / "__init__.py").exists():
-                    return True, base / "__init__.py"
-                return True, base.with_suffix(".py") if base.with_suffix(".py").exists() else None
-        return False, None
-
-    def find_spec(self, fullname, path=None, target=None):
-        claimed, file = self.location(fullname)
-        if not claimed:
-            return None
-        if file is None:
-            raise ModuleNotFoundError(f"{fullname} is not in the baseline revision", name=fullname)
-        if file.name == "__init__.py":
-            return importlib.util.spec_from_file_location(fullname, file, submodule_search_locations=[str(file.parent)])
-        return importlib.util.spec_from_file_location(fullname, file)
-
-    def install(self) -> None:
-        """Goes first on sys.meta_path; Triton backends registered (by entry point) under a redirected package
-        that the baseline revision does not have are not discovered."""
-        import importlib.metadata as md
-        sys.meta_path.insert(0, self)
-        original = md.entry_points
-
-        def keep(ep) -> bool:
-            return ep.group != "triton.backends" or self.location(ep.value) != (True, None)
-
-        class Filtered:  # what entry_points() returns, with select() leaving those backends out
-
-            def __init__(self, inner):
-                self.inner = inner
-
-            def select(self, **params):
-                return md.EntryPoints(ep for ep in self.inner.select(**params) if keep(ep))
-
-            def __getattr__(self, name):
-                return getattr(self.inner, name)
-
-        def entry_points(**params):
-            found = original(**params)
-            if isinstance(found, md.EntryPoints):
-                return md.EntryPoints(ep for ep in found if keep(ep))
-            return Filtered(found) if hasattr(found, "select") else found
-
-        md.entry_points = entry_points
 
 
 def _parse_args(argv):
@@ -122,15 +59,12 @@ def _parse_args(argv):
     ap.add_argument("--of-revision", default="",
                     help="with --save-baseline: store the numbers of this git revision's backend instead, and exit")
     ap.add_argument("--dump", default="", help="write each kernel's MSL to this directory")
-    # internal: the baseline subprocess
-    ap.add_argument("--backend-root", default="", help=argparse.SUPPRESS)
+    # internal: the baseline subprocess (run against the revision's backend by bench/revision.py)
     ap.add_argument("--collect-only", action="store_true", help=argparse.SUPPRESS)
     return ap.parse_args(argv)
 
 
 OPTS = _parse_args(sys.argv[1:]) if __name__ == "__main__" else None
-if OPTS is not None and OPTS.backend_root:
-    _BackendRedirect(Path(OPTS.backend_root)).install()
 if OPTS is not None and OPTS.collect_only:
     os.environ["TRITON_APPLE_DEVICE"] = "emulator"  # compiling needs no device
 
@@ -138,10 +72,10 @@ import torch  # noqa: E402
 import triton  # noqa: E402
 from triton.backends.compiler import GPUTarget  # noqa: E402
 
-sys.path.insert(0, str(HERE))
-import msl_stats  # noqa: E402
-import tutorial_kernels as tk  # noqa: E402
-from mma_report import compile_like_jit, global_accesses, msl_sections  # noqa: E402
+from . import cases as tk  # noqa: E402
+from . import msl_stats  # noqa: E402
+from .cases import compile_like_jit  # noqa: E402
+from .msl_stats import global_accesses, msl_sections  # noqa: E402
 
 # a pointer to one value (`device float* v0 = y_ptr + x;`), as opposed to a tensor's array of pointers
 _ONE_POINTER = re.compile(r"device (?:const )?\w+\* (\w+) = ")
@@ -201,53 +135,15 @@ def collect(cases, family: str, dump: str = "") -> dict:
     return out
 
 
-def _git(*args, check=True) -> str:
-    res = subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True)
-    if check and res.returncode != 0:
-        raise RuntimeError(f"git {' '.join(args)}: {res.stderr.strip()}")
-    return res.stdout.strip()
-
-
-def _backend_dirty() -> bool:
-    """Whether the working tree's third_party/apple differs from HEAD's."""
-    diff = subprocess.run(["git", "-C", str(ROOT), "diff", "--quiet", "HEAD", "--", "third_party/apple"])
-    return diff.returncode != 0
-
-
-def resolve_baseline(rev: str) -> tuple:
-    """(git revision, why it was chosen) for --baseline; `auto` picks the previous version of the backend."""
-    if rev != "auto":
-        return rev, ""
-    if _backend_dirty():
-        return "HEAD", "auto: third_party/apple has uncommitted changes"
-    last = _git("log", "-1", "--format=%H", "--", "third_party/apple", check=False)
-    if last and subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--verify", "-q", last + "~1"],
-                               capture_output=True).returncode == 0:
-        return last + "~1", f"auto: the parent of {last[:10]}, the last commit that changed third_party/apple"
-    return "HEAD~1", "auto: no history of third_party/apple here"
-
-
 def baseline_from_revision(rev: str, family: str, kernels: str) -> dict:
-    sha = _git("rev-parse", "--verify", rev + "^{commit}")
-    subject = _git("log", "-1", "--format=%s", sha)
-    same = subprocess.run(["git", "-C", str(ROOT), "diff", "--quiet", sha, "--", "third_party/apple"]).returncode == 0
-    with tempfile.TemporaryDirectory(prefix="codegen_baseline_") as tmp:
-        archive = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", sha, "third_party/apple"],
-                                 capture_output=True)
-        if archive.returncode != 0:
-            raise RuntimeError(f"git archive {sha} third_party/apple: {archive.stderr.decode().strip()}")
-        subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
-        out = Path(tmp, "baseline.json")
-        env = dict(os.environ, TRITON_CACHE_DIR=str(Path(tmp, "cache")), TRITON_APPLE_DEVICE="emulator")
-        cmd = [sys.executable, str(Path(__file__).resolve()), "--collect-only", "--backend-root",
-               str(Path(tmp, "third_party", "apple")), "--json", str(out), "--family", family]
-        if kernels:
-            cmd += ["--kernels", kernels]
-        res = subprocess.run(cmd, env=env, capture_output=True, text=True)
-        if res.returncode != 0:
-            raise RuntimeError(f"baseline run for {sha[:10]} failed:\n{res.stdout}\n{res.stderr}")
+    """The numbers of git revision `rev`'s backend, compiled in a subprocess against that revision."""
+    with revision.export(rev) as base:
+        out = base.tmp / "baseline.json"
+        args = ["--collect-only", "--json", str(out), "--family", family] + (["--kernels", kernels] if kernels else [])
+        base.run("bench.codegen_report", args, capture=True)
         data = json.loads(out.read_text())
-    data.update(revision=sha, subject=subject, same_backend_as_worktree=same)
+        data.update(revision=base.commit, subject=base.subject,
+                    same_backend_as_worktree=revision.same_backend_as_worktree(base.commit))
     return data
 
 
@@ -331,7 +227,7 @@ def main(opts) -> int:
             base = json.loads(Path(opts.baseline).read_text())
             base_desc = f"stored baseline {opts.baseline}"
         else:
-            rev, why = resolve_baseline(opts.baseline)
+            rev, why = (revision.previous_backend() if opts.baseline == "auto" else (opts.baseline, ""))
             try:
                 base = baseline_from_revision(rev, opts.family, opts.kernels)
                 base_desc = f"git {rev}{f' ({why})' if why else ''}"
@@ -374,10 +270,10 @@ def main(opts) -> int:
     if opts.json:
         Path(opts.json).write_text(json.dumps({"now": now, "baseline": base, "checks": checks}, indent=1))
     if opts.save_baseline:
-        sha = _git("rev-parse", "HEAD", check=False)
-        dirty = _backend_dirty()
+        sha = revision.git("rev-parse", "HEAD", check=False)
+        dirty = revision.backend_dirty()
         Path(opts.save_baseline).write_text(json.dumps({
-            "revision": sha, "subject": _git("log", "-1", "--format=%s", check=False) +
+            "revision": sha, "subject": revision.git("log", "-1", "--format=%s", check=False) +
             (" + uncommitted third_party/apple changes" if dirty else ""), "family": opts.family, "kernels": now
         }, indent=1) + "\n")
     return 1 if failures else 0

@@ -1,9 +1,10 @@
 """Compile-time benchmark: the apple backend against upstream's NVIDIA backend, same kernels, same run.
 
-    python bench/compile_time.py [--repeat 5] [--kernels vector_add,matmul] [--sm 90] [--json out.json]
+    python -m bench.compile_time [--repeat 5] [--kernels vector_add,matmul] [--sm 90] [--json out.json]
+                                                                  (from the repository root)
 
-For every kernel in bench/kernels.py (vector add, softmax, layer norm, a 2-D reduction, a cumsum scan,
-a tl.dot matmul) it measures
+For every kernel listed in `bench_kernels()` below (vector add, softmax, layer norm, a 2-D reduction, a cumsum
+scan, a tl.dot matmul; the kernels are bench/kernels.py's) it measures
 * apple  (target ``GPUTarget("metal", "apple7", 32)``): ``make_ttir`` + ``make_ttgir`` + ``make_msl``
   (TTIR -> MSL), and separately the emulator's clang compile of that MSL into a host shared object, the
   analogue of ptxas;
@@ -30,10 +31,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Dict, List
 
-_HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(_HERE))
 os.environ.setdefault("TRITON_APPLE_DEVICE", "emulator")
 os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")  # 3.9's default, set explicitly to silence its warning
 
@@ -45,7 +46,53 @@ from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 from triton.compiler.compiler import make_backend  # noqa: E402
 
-from kernels import bench_kernels  # noqa: E402
+from . import kernels as kn  # noqa: E402
+from .emulator_micro import load_runtime  # noqa: E402
+
+
+@dataclass
+class BenchKernel:
+    name: str
+    fn: object
+    signature: Dict[str, str]          # every parameter, constexprs marked "constexpr"
+    constexprs: Dict[str, object]
+    options: Dict[str, object] = field(default_factory=lambda: {"num_warps": 4})
+
+    def attrs(self):
+        """Divisibility hints the JIT would attach for 16-byte aligned tensors and multiple-of-16 ints."""
+        names = list(self.signature)
+        return {(names.index(k), ): [["tt.divisibility", 16]] for k, t in self.signature.items()
+                if t.startswith("*") or k in self._div16}
+
+    _div16 = ("stride", "stride_m", "in_row_stride", "out_row_stride", "stride_am", "stride_bk", "stride_cm")
+
+
+def bench_kernels() -> List[BenchKernel]:
+    """The kernels timed, with the signature and constexprs each is compiled with."""
+    p32, p16 = "*fp32", "*fp16"
+    return [
+        BenchKernel("vector_add", kn.vector_add_kernel,
+                    {"x_ptr": p32, "y_ptr": p32, "out_ptr": p32, "n_elements": "i32", "BLOCK_SIZE": "constexpr"},
+                    {"BLOCK_SIZE": 1024}),
+        BenchKernel("softmax", kn.softmax_kernel,
+                    {"out_ptr": p32, "in_ptr": p32, "in_row_stride": "i32", "out_row_stride": "i32", "n_rows": "i32",
+                     "n_cols": "i32", "BLOCK_SIZE": "constexpr"}, {"BLOCK_SIZE": 1024}),
+        BenchKernel("layer_norm", kn.layer_norm_fwd_kernel,
+                    {"x_ptr": p32, "y_ptr": p32, "w_ptr": p32, "b_ptr": p32, "mean_ptr": p32, "rstd_ptr": p32,
+                     "stride": "i32", "N": "i32", "eps": "fp32", "BLOCK_SIZE": "constexpr"}, {"BLOCK_SIZE": 1024}),
+        BenchKernel("reduce_2d", kn.row_reduce_kernel,
+                    {"x_ptr": p32, "sum_ptr": p32, "max_ptr": p32, "M": "i32", "N": "i32", "stride_m": "i32",
+                     "BLOCK_M": "constexpr", "BLOCK_N": "constexpr"}, {"BLOCK_M": 16, "BLOCK_N": 128}),
+        BenchKernel("cumsum", kn.row_cumsum_kernel,
+                    {"x_ptr": p32, "y_ptr": p32, "N": "i32", "stride": "i32", "BLOCK": "constexpr"}, {"BLOCK": 1024}),
+        BenchKernel("matmul", kn.masked_matmul_kernel,
+                    {"a_ptr": p16, "b_ptr": p16, "c_ptr": p16, "M": "i32", "N": "i32", "K": "i32", "stride_am": "i32",
+                     "stride_ak": "constexpr", "stride_bk": "i32", "stride_bn": "constexpr", "stride_cm": "i32",
+                     "stride_cn": "constexpr", "BLOCK_M": "constexpr", "BLOCK_N": "constexpr", "BLOCK_K": "constexpr"},
+                    # unit strides are specialised to constexpr 1, as the JIT does for row-major tensors
+                    {"stride_ak": 1, "stride_bn": 1, "stride_cn": 1, "BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32}),
+    ]
+
 
 APPLE_STAGES = ("ttir", "ttgir", "msl")
 NVIDIA_STAGES = ("ttir", "ttgir", "llir", "ptx")
@@ -80,9 +127,8 @@ def run_stages(backend, target, kernel, stop_before=None):
 
 def clang_compile_seconds(msl: bytes, name: str, n: int) -> float:
     """Fresh (uncached) emulator compile of `msl`: a new TRITON_CACHE_DIR for every compile."""
-    from triton.backends.apple.emulator import compile_msl
-    from triton.backends.apple.emulator.runtime import clear_memory_cache, runtime_library
-    runtime_library()  # the runtime shared object is built once per process: not part of a kernel compile
+    from triton.backends.apple.emulator import clear_memory_cache, compile_msl
+    load_runtime()  # the runtime shared object is built once per process: not part of a kernel compile
     source = msl.decode()
     cache = os.path.join(_TMP_ROOT, f"clang-{name}-{n}")
     os.environ["TRITON_CACHE_DIR"] = cache

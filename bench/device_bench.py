@@ -1,6 +1,7 @@
 """Device benchmarks for the Mac job: Triton kernels on the apple backend against torch, same device, same run.
 
-    python bench/device_bench.py [--sections launch,add,gemm,attention,atomics] [--size tiny|full] [--json out.json]
+    python -m bench.device_bench [--sections launch,add,gemm,attention,atomics] [--size tiny|full] [--json out.json]
+                                                                  (from the repository root)
 
 On a Mac (MPS) the default size is "full"; on the emulator it is "tiny" (the emulator runs kernels on the
 CPU, thousands of times slower than a GPU: its numbers only prove that the benchmark runs and that every
@@ -11,10 +12,10 @@ result is right). Sections:
              stream (`x.add_(1)` on a 1-element tensor): host wall-clock, median of 5 batches.
   add        vector add (examples/kernels.py, 1024 per program) in GB/s (3 x 4 bytes per element) against
              `torch.add(x, y, out=out)` and against the chip's peak DRAM bandwidth (bench/apple_chips.py).
-  gemm       fp16 and bf16 C = A @ B (the tutorial-style kernel of bench/mma_kernels.py, fp32
-             accumulation; the best of the tile configs in tutorial_kernels.MATMUL_CONFIGS at full size)
+  gemm       fp16 and bf16 C = A @ B (the tutorial-style kernel of bench/kernels.py, fp32
+             accumulation; the best of the tile configs in cases.MATMUL_CONFIGS at full size)
              in TFLOP/s against `torch.mm`.
-  attention  flash-attention forward, fp16, head dim 64, non-causal and causal (bench/mma_kernels.py)
+  attention  flash-attention forward, fp16, head dim 64, non-causal and causal (bench/kernels.py)
              in TFLOP/s against `torch.nn.functional.scaled_dot_product_attention`.
   atomics    scatter-add of n values into 4096 bins with `tl.atomic_add`, in millions of updates per second:
              int32 (Metal's atomics), int64 whose old value is unused (two 32-bit words) and int64 whose old
@@ -41,13 +42,11 @@ from typing import Callable, Dict, List, Optional
 
 import torch
 import triton
-import triton.language as tl
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-import apple_chips  # noqa: E402
-from report_table import table  # noqa: E402
-import tutorial_kernels as tk  # noqa: E402
+from . import apple_chips
+from . import cases as tk
+from .kernels import empty_kernel, empty_kernel_many_args, scatter_add_kernel
+from .report_table import table
 
 SIZES = {
     "tiny": dict(launches=200, add=[1 << 16, 1 << 20], gemm=[128, 256], attention=[(2, 128)], atomics=[1 << 14]),
@@ -143,8 +142,8 @@ def bench_launch(device, size, timer, failures) -> dict:
     torch_us = per_launch_us(lambda: x.add_(1.0))
     rows, out = [], {"torch_add_us": torch_us}
     ints = list(range(3, 12))  # neither 1 nor multiples of 16: the JIT passes them as runtime arguments
-    for name, fn in (("empty kernel (1 tensor, 1 int)", lambda: tk.empty_kernel[(1, )](x, 7)),
-                     ("empty kernel (5 tensors, 9 ints)", lambda: tk.empty_kernel_many_args[(1, )](*ts, *ints))):
+    for name, fn in (("empty kernel (1 tensor, 1 int)", lambda: empty_kernel[(1, )](x, 7)),
+                     ("empty kernel (5 tensors, 9 ints)", lambda: empty_kernel_many_args[(1, )](*ts, *ints))):
         try:
             us = per_launch_us(fn)
         except Exception as e:  # noqa: BLE001
@@ -237,18 +236,6 @@ def bench_attention(device, size, timer, failures) -> dict:
     print("\nFlash attention forward, fp16, head dim 64 (heads = batch x heads; causal counts half the FLOPs)")
     print(table(["heads", "seq", "causal", "Triton TFLOP/s", "SDPA TFLOP/s", "Triton/torch", "check"], rows))
     return out
-
-
-@triton.jit
-def scatter_add_kernel(hist_ptr, idx_ptr, v_ptr, old_ptr, n, USE_OLD: tl.constexpr, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    m = offs < n
-    i = tl.load(idx_ptr + offs, mask=m, other=0)
-    v = tl.load(v_ptr + offs, mask=m, other=0)
-    if USE_OLD:
-        tl.store(old_ptr + offs, tl.atomic_add(hist_ptr + i, v, mask=m, sem="relaxed"), mask=m)
-    else:
-        tl.atomic_add(hist_ptr + i, v, mask=m, sem="relaxed")
 
 
 def bench_atomics(device, size, timer, failures) -> dict:

@@ -1,7 +1,7 @@
 """Micro-benchmarks of the Metal-on-CPU emulator itself (not of kernels):
 
-    python -m triton.backends.apple.emulator.bench [--only mma,shuffle] [--repeat 5] [--json out.json]
-                                                   [--baseline REV] [--msl-dir DIR]
+    python -m bench.emulator_micro [--only mma,shuffle] [--repeat 5] [--json out.json] [--baseline REV]
+                                   [--msl-dir DIR]               (from the repository root)
 
 * ``mma``: ``simdgroup_multiply_accumulate`` (half x half + float -> float, 8x8x8) per second and the GFLOP/s
   that makes (2 * 512 flops per op), 4 simdgroups per threadgroup;
@@ -11,13 +11,16 @@
 * ``barrier``: ``threadgroup_barrier`` of 256 threads, per second (ns per thread);
 * ``launch``: ms per launch of an empty kernel with five 4-byte tensors, five 4 MB tensors, and five 4 MB
   tensors of which the kernel touches one element each (what a real small kernel on big tensors pays);
+* ``fiber``: ns per switch between two fibers (one direction), the runtime's own measuring hook
+  (``emulator.bench_fiber_switch``; left out for a revision that lacks it);
 * ``compile``: clang's wall time per kernel (cold, a fresh cache directory), for the ``.msl`` files of
   ``--msl-dir`` (each file's first ``kernel void NAME`` is compiled) or, without it, this module's kernels.
 
 Every rate is the best of ``--repeat`` launches on one host thread (``TRITON_APPLE_EMULATOR_THREADS`` does not
 apply), after one warm-up launch. ``--baseline REV`` runs the same measurements in a subprocess against the
-emulator of git revision REV (its ``third_party/apple`` extracted to a temporary directory) and prints both
-side by side, so that a change is measured against its predecessor on the same machine in the same run.
+emulator of git revision REV (bench/revision.py: its whole ``third_party/apple`` exported) and prints both side
+by side, so that a change is measured against its predecessor on the same machine in the same run. Without
+``--baseline`` the table has no comparison column: the numbers are for reading against another run's.
 """
 from __future__ import annotations
 
@@ -25,11 +28,12 @@ import argparse
 import json
 import os
 import re
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from . import revision
 
 PRELUDE = "#include <metal_stdlib>\nusing namespace metal;\n"
 
@@ -185,6 +189,12 @@ def run(only, repeat):
         t = _best(lambda: k.launch((grid, 1, 1), (nt, 1, 1), {0: out, 1: Scalar(iters, "uint")}, host_threads=1),
                   repeat)
         res["barrier"] = dict(per_s=grid * iters / t, ns_per_thread=t / (grid * iters * nt) * 1e9, seconds=t)
+    if want("fiber"):
+        from triton.backends.apple import emulator
+        switch = getattr(emulator, "bench_fiber_switch", None)
+        if switch is not None:
+            switch(10_000)  # warm-up (loads the runtime)
+            res["fiber"] = dict(ns_per_switch=min(switch(200_000) for _ in range(repeat)))
     if want("launch"):
         k = compile_msl(EMPTY5, "bench_empty5")
         kt = compile_msl(TOUCH5, "bench_touch5")
@@ -198,10 +208,29 @@ def run(only, repeat):
     return res
 
 
+def load_runtime() -> None:
+    """Builds (once per cache) and loads the emulator's runtime library, so that a measurement after this
+    leaves that one-time cost out. The package's API has no name for it: it is `runtime_library()` of the
+    module that loads libraries, `library` in newer layouts and `runtime` in older ones."""
+    import importlib
+    for name in ("library", "runtime"):
+        try:
+            module = importlib.import_module(f"triton.backends.apple.emulator.{name}")
+        except ImportError:
+            continue
+        if hasattr(module, "runtime_library"):
+            module.runtime_library()
+            return
+    raise RuntimeError("this emulator has no runtime_library() in emulator.library or emulator.runtime")
+
+
 def compile_times(msl_dir):
     """{kernel: seconds} of a cold compile of each kernel, in a fresh cache directory."""
     from triton import knobs as triton_knobs
-    from triton.backends.apple.emulator import compile_msl, runtime
+    from triton.backends.apple import emulator
+    from triton.backends.apple.emulator import compile_msl
+    # run() compiled these kernels already: without clearing the in-process cache a "cold" compile is a lookup
+    clear_memory_cache = getattr(emulator, "clear_memory_cache", lambda: None)
     sources = {}
     if msl_dir:
         for p in sorted(Path(msl_dir).glob("*.msl")):
@@ -216,8 +245,11 @@ def compile_times(msl_dir):
         old = triton_knobs.cache.dir
         triton_knobs.cache.dir = tmp
         try:
-            runtime.runtime_library()
+            load_runtime()
+            # one-time costs of a fresh cache (the runtime, the precompiled header) are not a kernel's compile
+            compile_msl(PRELUDE + "kernel void bench_warmup() {}\n", "bench_warmup")
             for name, (src, kname) in sources.items():
+                clear_memory_cache()
                 t = time.perf_counter()
                 compile_msl(src, kname)
                 out[name] = time.perf_counter() - t
@@ -226,44 +258,12 @@ def compile_times(msl_dir):
     return out
 
 
-_HOOK = '''
-import importlib.abc, importlib.machinery, importlib.util, os, sys
-_ROOTS = {"triton.backends.apple": os.path.join(%(tree)r, "third_party/apple/backend"),
-          "triton.language.extra.apple": os.path.join(%(tree)r, "third_party/apple/language/apple")}
-class _Finder(importlib.abc.MetaPathFinder):
-    def find_spec(self, fullname, path, target=None):
-        if fullname in _ROOTS:
-            d = _ROOTS[fullname]
-            return importlib.util.spec_from_file_location(fullname, os.path.join(d, "__init__.py"),
-                                                          submodule_search_locations=[d])
-        parent = fullname.rpartition(".")[0]
-        if any(fullname.startswith(r + ".") for r in _ROOTS) and parent in sys.modules:
-            return importlib.machinery.PathFinder.find_spec(fullname, sys.modules[parent].__path__)
-        return None
-sys.meta_path.insert(0, _Finder())
-'''
-
-
-def run_baseline(rev, argv):
-    """Runs this script against git revision `rev`'s emulator in a subprocess; returns its JSON."""
-    repo = Path(__file__).resolve().parents[4]
-    with tempfile.TemporaryDirectory(prefix="emu_bench_base_") as tmp:
-        tree = Path(tmp) / "tree"
-        tree.mkdir()
-        archive = subprocess.run(["git", "-C", str(repo), "archive", rev, "third_party/apple"], check=True,
-                                 capture_output=True).stdout
-        subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
-        hook = Path(tmp) / "hook"
-        hook.mkdir()
-        (hook / "sitecustomize.py").write_text(_HOOK % {"tree": str(tree)})
-        out = Path(tmp) / "base.json"
-        env = dict(os.environ, PYTHONPATH=str(hook) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-        subprocess.run([sys.executable, str(Path(__file__).resolve()), *argv, "--json", str(out), "--quiet"],
-                       env=env, check=True)
-        got = json.loads(out.read_text())
-        import triton.backends.apple as here
-        assert str(tree) not in here.__file__
-        return got
+def run_baseline(rev: str, argv: list) -> dict:
+    """The same measurements against git revision `rev`'s emulator, in a subprocess; returns its JSON."""
+    with revision.export(rev) as base:
+        out = base.tmp / "base.json"
+        base.run("bench.emulator_micro", [*argv, "--json", str(out), "--quiet"])
+        return json.loads(out.read_text())
 
 
 def _fmt(key, field, v):
@@ -285,7 +285,7 @@ def _fmt(key, field, v):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only", default="", help="comma-separated: mma,load,shuffle,sum,barrier,launch,compile")
+    ap.add_argument("--only", default="", help="comma-separated: mma,load,shuffle,sum,barrier,fiber,launch,compile")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--json", default="")
     ap.add_argument("--baseline", default="", help="git revision to compare with (same run, subprocess)")

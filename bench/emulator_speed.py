@@ -1,9 +1,9 @@
 """Speed of the Metal-on-CPU emulator against Triton's interpreter (TRITON_INTERPRET=1), same kernels.
 
-    python bench/emulator_speed.py [--kernels "vector add,matmul fp16"] [--repeat 3] [--json out.json]
-                                   [--baseline-rev REV]
+    python -m bench.emulator_speed [--kernels "vector add,matmul fp16"] [--repeat 3] [--json out.json]
+                                   [--baseline-rev REV]          (from the repository root)
 
-For every kernel of bench/tutorial_kernels.py at its "speed" size (vector add of 1M floats, softmax /
+For every case of bench/cases.py at its "speed" size (vector add of 1M floats, softmax /
 layer norm / cumsum / argmax / bias+GELU on 512 x 1000, fp16 matmul 256^3, flash attention 2 x 256 x 64)
 each side runs in a fresh subprocess on the same inputs (seeded), launches the kernel once untimed
 (compiling it: clang for the emulator), then `--repeat` times; the table shows the best wall time of
@@ -14,13 +14,12 @@ The emulator spreads threadgroups over TRITON_APPLE_EMULATOR_THREADS host thread
 default); the interpreter runs on one thread with numpy. On a Mac this measures the emulator too
 (TRITON_APPLE_DEVICE=emulator is set for its side).
 
-`--baseline-rev REV` also measures the emulator of git revision REV in the same run: its sources
-(third_party/apple/include, third_party/apple/lib, third_party/apple/backend/emulator, and the native
-launcher third_party/apple/backend/driver.c where REV has it) are exported to a
-temporary directory and loaded, in a third subprocess, as a package of their own. Both emulators then run the
-same MSL (what this tree's compiler generated for each kernel in the emulator subprocess) on the same inputs,
-launched through the emulator's own API (`compile_msl(...).launch(...)`, which REV must have), best of
-`--repeat`; the second table shows both and the speed-up. The result of REV's launch is checked too.
+`--baseline-rev REV` also measures the emulator of git revision REV in the same run: a third subprocess runs
+against REV's backend (bench/revision.py: its whole third_party/apple exported, its emulator finding its own
+native sources). Both emulators then run the same MSL (what this tree's compiler generated for each kernel in
+the emulator subprocess) on the same inputs, launched through the emulator's own API
+(`compile_msl(...).launch(...)`, which REV must have), best of `--repeat`; the second table shows both and the
+speed-up. The result of REV's launch is checked too.
 """
 from __future__ import annotations
 
@@ -33,14 +32,10 @@ import tempfile
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-from report_table import table  # noqa: E402
+from . import revision
+from .report_table import table
 
-
-EMULATOR_PATHS = ("third_party/apple/include", "third_party/apple/lib", "third_party/apple/backend/emulator")
-EMULATOR_EXTRAS = ("third_party/apple/backend/driver.c",)  # the native launcher, where the revision has one
-BASELINE_PACKAGE = "triton.backends.apple._emulator_baseline"
+REPO = Path(__file__).resolve().parents[1]
 
 
 def _best(fn, repeat: int) -> float:
@@ -64,38 +59,22 @@ def _direct_launch(emu, msl: dict, launch, threads: int):
     return lambda: kernel.launch(grid, (threads, 1, 1), buffers)
 
 
-def _baseline_emulator(tree: str):
-    """The emulator package of the exported tree, imported under its own name (so that it can never be mixed up
-    with this tree's); its relative imports of the backend (knobs, target) resolve to this tree's."""
-    import importlib.util
-    import triton.backends.apple as apple
-    pkg = Path(tree) / "third_party/apple/backend/emulator"
-    spec = importlib.util.spec_from_file_location(BASELINE_PACKAGE, pkg / "__init__.py",
-                                                  submodule_search_locations=[str(pkg)])
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[BASELINE_PACKAGE] = module
-    spec.loader.exec_module(module)
-    assert Path(module.__file__).resolve().is_relative_to(Path(tree).resolve())
-    assert "triton.backends.apple.emulator" not in sys.modules, "this tree's emulator was imported too"
-    apple._emulator_baseline = module
-    return module
-
-
-def worker(kernels: list, repeat: int, out: str, msl_dir: str = "", baseline_tree: str = "") -> None:
+def worker(kernels: list, repeat: int, out: str, msl_dir: str = "", baseline: bool = False) -> None:
     """Runs in the subprocess: times each kernel on whatever TRITON_INTERPRET / the driver select. With
     `msl_dir` (emulator side) it also saves each kernel's MSL there and times launching it directly; with
-    `baseline_tree` it only does the latter, with that tree's emulator, on the MSL saved in `msl_dir`."""
-    sys.path.insert(0, str(HERE))
-    import tutorial_kernels as tk
-    emu = _baseline_emulator(baseline_tree) if baseline_tree else None
-    side = "baseline" if baseline_tree else os.environ.get("TRITON_INTERPRET") and "interpreter" or "emulator"
+    `baseline` (run against a revision's backend by bench/revision.py) it only does the latter, with that
+    revision's emulator, on the MSL saved in `msl_dir`."""
+    from . import cases as tk
+    if baseline:
+        from triton.backends.apple import emulator as emu
+    side = "baseline" if baseline else os.environ.get("TRITON_INTERPRET") and "interpreter" or "emulator"
     results = {}
     for name in kernels:
         case = tk.case(name)
         saved = Path(msl_dir) / (name.replace(" ", "_") + ".json") if msl_dir else None
         try:
             launch = case.launch("cpu", "speed")
-            if baseline_tree:
+            if baseline:
                 msl = json.loads(saved.read_text())
                 run = _direct_launch(emu, msl, launch, msl["threads"])
                 t = time.perf_counter()
@@ -127,37 +106,21 @@ def worker(kernels: list, repeat: int, out: str, msl_dir: str = "", baseline_tre
     Path(out).write_text(json.dumps(results))
 
 
-def export_tree(rev: str, dest: Path) -> str:
-    """Exports the emulator sources of git revision `rev` under `dest`; returns the full commit id."""
-    repo = HERE.parent
-    commit = subprocess.run(["git", "-C", str(repo), "rev-parse", "--verify", rev + "^{commit}"], check=True,
-                            capture_output=True, text=True).stdout.strip()
-    paths = list(EMULATOR_PATHS)
-    for extra in EMULATOR_EXTRAS:  # what the emulator package of some revisions needs besides its directory
-        if subprocess.run(["git", "-C", str(repo), "cat-file", "-e", f"{commit}:{extra}"],
-                          capture_output=True).returncode == 0:
-            paths.append(extra)
-    archive = subprocess.run(["git", "-C", str(repo), "archive", commit, *paths], check=True,
-                             capture_output=True).stdout
-    dest.mkdir(parents=True)
-    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
-    return commit
-
-
-def run_side(side: str, kernels: list, repeat: int, msl_dir: str = "", baseline_tree: str = "") -> dict:
-    env = dict(os.environ, TRITON_APPLE_DEVICE="emulator")
-    env.pop("TRITON_INTERPRET", None)
-    if side == "interpreter":
-        env["TRITON_INTERPRET"] = "1"
+def run_side(side: str, kernels: list, repeat: int, msl_dir: str = "", base: revision.Revision = None) -> dict:
+    """One side's measurements, from a fresh subprocess (`base`: against that revision's backend)."""
     with tempfile.TemporaryDirectory(prefix="emulator_speed_") as tmp:
         out = os.path.join(tmp, "result.json")
-        cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", out, "--repeat", str(repeat),
-               "--kernels", ",".join(kernels)]
+        args = ["--worker", out, "--repeat", str(repeat), "--kernels", ",".join(kernels)]
         if msl_dir:
-            cmd += ["--msl-dir", msl_dir]
-        if baseline_tree:
-            cmd += ["--baseline-tree", baseline_tree]
-        res = subprocess.run(cmd, env=env)
+            args += ["--msl-dir", msl_dir]
+        if base is not None:
+            base.run("bench.emulator_speed", args + ["--baseline-worker"])
+            return json.loads(Path(out).read_text())
+        env = dict(os.environ, TRITON_APPLE_DEVICE="emulator")
+        env.pop("TRITON_INTERPRET", None)
+        if side == "interpreter":
+            env["TRITON_INTERPRET"] = "1"
+        res = subprocess.run([sys.executable, "-m", "bench.emulator_speed", *args], cwd=REPO, env=env)
         if res.returncode != 0:
             raise RuntimeError(f"{side} worker failed (exit status {res.returncode})")
         return json.loads(Path(out).read_text())
@@ -173,28 +136,26 @@ def main(argv=None) -> int:
                     help="also time the emulator of this git revision (same MSL, same run; see below)")
     ap.add_argument("--worker", default="", help=argparse.SUPPRESS)
     ap.add_argument("--msl-dir", default="", help=argparse.SUPPRESS)
-    ap.add_argument("--baseline-tree", default="", help=argparse.SUPPRESS)
+    ap.add_argument("--baseline-worker", action="store_true", help=argparse.SUPPRESS)
     opts = ap.parse_args(argv)
     names = [k.strip() for k in opts.kernels.split(",") if k.strip()]
     if opts.worker:
-        worker(names, opts.repeat, opts.worker, opts.msl_dir, opts.baseline_tree)
+        worker(names, opts.repeat, opts.worker, opts.msl_dir, opts.baseline_worker)
         return 0
     if not names:
-        sys.path.insert(0, str(HERE))
         os.environ.setdefault("TRITON_APPLE_DEVICE", "emulator")
-        import tutorial_kernels as tk
+        from . import cases as tk
         names = [c.name for c in tk.CASES]
 
     base, commit = None, ""
-    with tempfile.TemporaryDirectory(prefix="emulator_speed_base_") as tmp:
-        msl_dir = ""
+    with tempfile.TemporaryDirectory(prefix="emulator_speed_msl_") as msl_dir:
         if opts.baseline_rev:
-            commit = export_tree(opts.baseline_rev, Path(tmp) / "tree")
-            msl_dir = str(Path(tmp) / "msl")
-            os.mkdir(msl_dir)
-        emu = run_side("emulator", names, opts.repeat, msl_dir)
-        if opts.baseline_rev:
-            base = run_side("baseline", names, opts.repeat, msl_dir, str(Path(tmp) / "tree"))
+            with revision.export(opts.baseline_rev) as rev:
+                commit = rev.commit
+                emu = run_side("emulator", names, opts.repeat, msl_dir)
+                base = run_side("baseline", names, opts.repeat, msl_dir, rev)
+        else:
+            emu = run_side("emulator", names, opts.repeat)
     interp = run_side("interpreter", names, opts.repeat)
     threads = os.environ.get("TRITON_APPLE_EMULATOR_THREADS") or f"{os.cpu_count()} (one per core)"
     print(f"Emulator vs TRITON_INTERPRET=1: best of {opts.repeat} warm runs, ms; emulator threads: {threads}")

@@ -1,9 +1,9 @@
 """Code-quality report for tl.dot kernels on the apple backend (simdgroup_matrix path).
 
-For the tutorial-style GEMM and flash-attention kernels of `bench/mma_kernels.py`, this script compiles
-each kernel for the active driver's target (`cpu`/apple7 on the emulator) without launching it, with the argument specialisation
-Triton's JIT would derive from the example arguments (ints equal to 1 become constexprs, multiples of 16
-and 16-byte aligned tensors get tt.divisibility = 16), and reads the TTGIR, the MSL and the metadata:
+For the tutorial-style GEMM and flash-attention kernels of `bench/kernels.py`, this script compiles each
+kernel for the active driver's target (`cpu`/apple7 on the emulator) without launching it, with the argument
+specialisation Triton's JIT would derive from the example arguments (ints equal to 1 become constexprs,
+multiples of 16 and 16-byte aligned tensors get tt.divisibility = 16), and reads the TTGIR, the MSL and the metadata:
 
   MMA share   dot FLOPs (2*M*N*K per `tt.dot` op in the TTGIR, per execution: loop trip counts are not
               weighted) whose lowering in the MSL contains `simdgroup_multiply_accumulate`. Each op of the
@@ -22,7 +22,7 @@ multiples of 16 like typical problem sizes) against torch in float64 (error: max
 and the JIT's compilation is checked to have the cache key of the one analysed (same source, specialisation
 and options), i.e. the analysed MSL is what ran. Exit status 1 if any check fails.
 
-    TRITON_APPLE_DEVICE=emulator python bench/mma_report.py [--no-run] [--dump DIR]
+    python -m bench.mma_report [--no-run] [--dump DIR]        (from the repository root)
 """
 from __future__ import annotations
 
@@ -38,40 +38,11 @@ os.environ.setdefault("TRITON_APPLE_DEVICE", "emulator")
 
 import torch  # noqa: E402
 import triton  # noqa: E402
-from triton._C.libtriton import native_specialize_impl  # noqa: E402
-from triton.compiler import ASTSource, make_backend  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import mma_kernels as mk  # noqa: E402
-from report_table import table  # noqa: E402
-
-# the active driver's target (on the emulator `cpu`, apple7), so that what is analysed is what the JIT runs
-TARGET = triton.runtime.driver.active.get_current_target()
-ELEM_BYTES = {"bool": 1, "char": 1, "uchar": 1, "short": 2, "ushort": 2, "half": 2, "bfloat": 2, "int": 4,
-              "uint": 4, "float": 4, "long": 8, "ulong": 8}
-
-
-# ------------------------------------------------------------------------------------------------ compile
-
-def compile_like_jit(fn, args: Dict[str, object], constexprs: Dict[str, object], num_warps: int, target=None):
-    """triton.compile(ASTSource(...)) for an apple target (default TARGET) with the JIT's specialisation of
-    `args`."""
-    target = target or TARGET
-    backend = make_backend(target)
-    signature, consts, attrs = {}, {}, {}
-    for i, name in enumerate(fn.arg_names):
-        # as JITFunction._pack_args: constexprs get an (empty) attribute entry too, floats and bools none
-        if name in constexprs:
-            ty, key = "constexpr", constexprs[name]
-        else:
-            ty, key = native_specialize_impl(backend, args[name], False, True, True)
-        signature[name] = ty
-        if ty == "constexpr":
-            consts[(i, )] = key
-        if isinstance(key, str) or ty == "constexpr":
-            attrs[(i, )] = backend.parse_attr(key if ty != "constexpr" else "")
-    src = ASTSource(fn, signature, consts, attrs)
-    return triton.compile(src, target=target, options={"num_warps": num_warps})
+from . import kernels as kn  # noqa: E402
+from .cases import compile_like_jit  # noqa: E402
+from .msl_stats import Access, global_accesses, msl_sections, smem_converts  # noqa: E402
+from .report_table import table  # noqa: E402
 
 
 # ------------------------------------------------------------------------------------------------ TTGIR
@@ -147,83 +118,6 @@ def ttgir_dots(ttgir: str) -> List[Dot]:
     return dots
 
 
-# ------------------------------------------------------------------------------------------------ MSL
-
-_OP_COMMENT = re.compile(r'^\s*// ([a-z_]+\.[a-z_.]+) (\S+):(\d+)\s*$')
-_OP_TRAILING_COMMENT = re.compile(r'^\s*\S.*?(?P<comment>\s*// (?P<op>[a-z_]+\.[a-z_.]+) (?P<file>\S+):(?P<line>\d+))\s*$')
-_VEC_ACCESS = re.compile(r'\*\(device (?:const )?([a-z]+)(\d+)\*\)')
-_SCALAR_DEREF = re.compile(r'(?<![\w)\]])\*([A-Za-z_]\w*)')
-_PTR_DECL = re.compile(r'device (?:const )?([a-z]+)\* ([A-Za-z_]\w*)\b')
-
-
-_SCF_FOR = re.compile(r'^(\s*)for \((?:int|long) \w+ = ')  # scf.for (register loops use `uint`)
-
-
-@dataclass
-class Section:
-    op: str
-    where: Tuple[str, int]
-    body: List[str]
-    in_loop: bool  # inside the body of an scf.for
-
-
-def msl_sections(msl: str) -> List[Section]:
-    """Every op of the MSL with the lines up to the next op, in MSL order. An op's location comment is on a
-    line of its own before its code, or (since the lowering writes it so) at the end of its first line."""
-    sections: List[Section] = []
-    loops: List[str] = []  # indentation of the open scf.for loops
-    for line in msl.splitlines():
-        m = _OP_COMMENT.match(line)
-        if m:
-            sections.append(Section(m.group(1), (m.group(2), int(m.group(3))), [], bool(loops)))
-            continue
-        m = _OP_TRAILING_COMMENT.match(line)
-        if m:
-            sections.append(Section(m.group("op"), (m.group("file"), int(m.group("line"))), [], bool(loops)))
-            line = line[:m.start("comment")]
-        f = _SCF_FOR.match(line)
-        if f and line.rstrip().endswith("{"):
-            loops.append(f.group(1))
-        elif loops and line == loops[-1] + "}":
-            loops.pop()
-        if sections:
-            sections[-1].body.append(line)
-    return sections
-
-
-def smem_converts(msl: str) -> Tuple[int, int]:
-    """(inside loops, total) `ttg.convert_layout`s that go through threadgroup memory."""
-    cvts = [s for s in msl_sections(msl)
-            if s.op == "ttg.convert_layout" and any("threadgroup_barrier" in line for line in s.body)]
-    return sum(s.in_loop for s in cvts), len(cvts)
-
-
-@dataclass
-class Access:
-    op: str
-    where: Tuple[str, int]
-    width: int  # bytes of the widest access
-    vector: bool
-
-
-def global_accesses(msl: str) -> List[Access]:
-    ptr_elem = {name: ty for ty, name in _PTR_DECL.findall(msl)}
-    out = []
-    for sec in msl_sections(msl):
-        op, where = sec.op, sec.where
-        if op not in ("tt.load", "tt.store"):
-            continue
-        text = "\n".join(sec.body)
-        vec = [int(n) * ELEM_BYTES[t] for t, n in _VEC_ACCESS.findall(text)]
-        if vec:
-            out.append(Access(op, where, max(vec), True))
-            continue
-        scalar = [ELEM_BYTES.get(ptr_elem.get(name, ""), 0) for name in _SCALAR_DEREF.findall(text)
-                  if name in ptr_elem]
-        out.append(Access(op, where, max(scalar) if scalar else 0, False))
-    return out
-
-
 # ------------------------------------------------------------------------------------------------ report
 
 @dataclass
@@ -250,7 +144,7 @@ def _matmul_case(name, dtype, out_dtype, acc_f16=False, M=96, N=80, K=48, BM=64,
                 stride_bk=b.stride(0), stride_bn=b.stride(1), stride_cm=c.stride(0), stride_cn=c.stride(1))
     consts = dict(BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=8, ACC_F16=acc_f16)
     grid = (triton.cdiv(M, BM) * triton.cdiv(N, BN), )
-    return Case(name, mk.matmul_kernel, args, consts, grid, 4, lambda: a.double() @ b.double(), "c_ptr", tol,
+    return Case(name, kn.matmul_kernel, args, consts, grid, 4, lambda: a.double() @ b.double(), "c_ptr", tol,
                 compile_error)
 
 
@@ -268,7 +162,7 @@ def _attention_case(name, causal, H=2, N_CTX=80, D=64, BM=32, BN=32):
         return torch.nn.functional.scaled_dot_product_attention(q.double(), k.double(), v.double(),
                                                                 is_causal=causal, scale=sm_scale)
 
-    return Case(name, mk.attn_fwd_kernel, args, consts, (triton.cdiv(N_CTX, BM), H), 4, ref, "Out", 2e-2)
+    return Case(name, kn.attn_fwd_kernel, args, consts, (triton.cdiv(N_CTX, BM), H), 4, ref, "Out", 2e-2)
 
 
 def cases() -> List[Case]:
@@ -334,7 +228,8 @@ def main(argv=None) -> int:
     ap.add_argument("--no-run", action="store_true", help="only compile and analyse; do not launch")
     ap.add_argument("--dump", metavar="DIR", help="write each kernel's .ttgir and .msl to DIR")
     opts = ap.parse_args(argv)
-    print(f"triton {triton.__version__}, target {TARGET.backend}/{TARGET.arch}, "
+    target = triton.runtime.driver.active.get_current_target()
+    print(f"triton {triton.__version__}, target {target.backend}/{target.arch}, "
           f"device {os.environ.get('TRITON_APPLE_DEVICE')}\n")
     rows, details, failures = [], [], 0
     for case in cases():

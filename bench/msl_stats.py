@@ -1,4 +1,4 @@
-"""Numbers read off a kernel's generated MSL, for bench/codegen_report.py.
+"""Numbers read off a kernel's generated MSL, for bench/codegen_report.py and bench/mma_report.py.
 
 The lowering writes one statement per line, opens every block at the end of a line and closes it on a
 line of its own (a loop or `if` whose body is one statement is written on one line), and puts a
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 SIMD_BUILTINS = ("simd_sum", "simd_product", "simd_max", "simd_min", "simd_and", "simd_or", "simd_xor",
                  "simd_prefix_inclusive_sum", "simd_prefix_inclusive_product", "simd_prefix_exclusive_sum",
@@ -189,3 +189,83 @@ def msl_stats(msl: str) -> MslStats:
         per_k = max(loops, key=lambda c: c.mmas)
     return MslStats(len(all_lines), len(code_lines), sum(1 for f in funcs if not f.is_kernel), barriers, builtins,
                     shuffles, names, per_k)
+
+
+# ------------------------------------------------------------------------------------------------ per-op sections
+
+# bytes of the MSL scalar types a global access can move
+ELEM_BYTES = {"bool": 1, "char": 1, "uchar": 1, "short": 2, "ushort": 2, "half": 2, "bfloat": 2, "int": 4,
+              "uint": 4, "float": 4, "long": 8, "ulong": 8}
+_OP_COMMENT = re.compile(r'^\s*// ([a-z_]+\.[a-z_.]+) (\S+):(\d+)\s*$')
+_OP_TRAILING_COMMENT = re.compile(r'^\s*\S.*?(?P<comment>\s*// (?P<op>[a-z_]+\.[a-z_.]+) (?P<file>\S+):(?P<line>\d+))\s*$')
+_VEC_ACCESS = re.compile(r'\*\(device (?:const )?([a-z]+)(\d+)\*\)')
+_SCALAR_DEREF = re.compile(r'(?<![\w)\]])\*([A-Za-z_]\w*)')
+_PTR_DECL = re.compile(r'device (?:const )?([a-z]+)\* ([A-Za-z_]\w*)\b')
+
+
+_SCF_FOR = re.compile(r'^(\s*)for \((?:int|long) \w+ = ')  # scf.for (register loops use `uint`)
+
+
+@dataclass
+class Section:
+    op: str
+    where: Tuple[str, int]
+    body: List[str]
+    in_loop: bool  # inside the body of an scf.for
+
+
+def msl_sections(msl: str) -> List[Section]:
+    """Every op of the MSL with the lines up to the next op, in MSL order. An op's location comment is on a
+    line of its own before its code, or (since the lowering writes it so) at the end of its first line."""
+    sections: List[Section] = []
+    loops: List[str] = []  # indentation of the open scf.for loops
+    for line in msl.splitlines():
+        m = _OP_COMMENT.match(line)
+        if m:
+            sections.append(Section(m.group(1), (m.group(2), int(m.group(3))), [], bool(loops)))
+            continue
+        m = _OP_TRAILING_COMMENT.match(line)
+        if m:
+            sections.append(Section(m.group("op"), (m.group("file"), int(m.group("line"))), [], bool(loops)))
+            line = line[:m.start("comment")]
+        f = _SCF_FOR.match(line)
+        if f and line.rstrip().endswith("{"):
+            loops.append(f.group(1))
+        elif loops and line == loops[-1] + "}":
+            loops.pop()
+        if sections:
+            sections[-1].body.append(line)
+    return sections
+
+
+def smem_converts(msl: str) -> Tuple[int, int]:
+    """(inside loops, total) `ttg.convert_layout`s that go through threadgroup memory."""
+    cvts = [s for s in msl_sections(msl)
+            if s.op == "ttg.convert_layout" and any("threadgroup_barrier" in line for line in s.body)]
+    return sum(s.in_loop for s in cvts), len(cvts)
+
+
+@dataclass
+class Access:
+    op: str
+    where: Tuple[str, int]
+    width: int  # bytes of the widest access
+    vector: bool
+
+
+def global_accesses(msl: str) -> List[Access]:
+    ptr_elem = {name: ty for ty, name in _PTR_DECL.findall(msl)}
+    out = []
+    for sec in msl_sections(msl):
+        op, where = sec.op, sec.where
+        if op not in ("tt.load", "tt.store"):
+            continue
+        text = "\n".join(sec.body)
+        vec = [int(n) * ELEM_BYTES[t] for t, n in _VEC_ACCESS.findall(text)]
+        if vec:
+            out.append(Access(op, where, max(vec), True))
+            continue
+        scalar = [ELEM_BYTES.get(ptr_elem.get(name, ""), 0) for name in _SCALAR_DEREF.findall(text)
+                  if name in ptr_elem]
+        out.append(Access(op, where, max(scalar) if scalar else 0, False))
+    return out

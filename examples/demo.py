@@ -6,12 +6,11 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torch
+import triton
 
-import torch  # noqa: E402
-import triton  # noqa: E402
-
-from kernels import layer_norm, softmax, vector_add  # noqa: E402
+# `python examples/demo.py` puts this file's directory first on sys.path, so its kernels import as `kernels`
+from kernels import layer_norm, softmax, vector_add
 
 
 def main() -> int:

@@ -1,39 +1,14 @@
-"""Shared fixtures: compile kernels for the apple target and run them on the emulator (or a Mac's GPU)."""
+"""Fixtures shared by every test folder: the device kernels run on, compiling for the apple target, and the
+emulator package for the hand-written MSL tests. Plain helpers live in test/support (`support.*`); tests import
+them from there, never from this module by name, so that a folder may add a conftest.py of its own without
+shadowing this one."""
 import os
 
 import pytest
 
+from support.device import compile_for_apple, device_name
+
 os.environ.setdefault("TRITON_APPLE_DEVICE", "emulator")
-
-
-def device_name() -> str:
-    from triton.backends.apple.driver import device_mode
-    return "mps" if device_mode() == "metal" else "cpu"
-
-
-def compile_for_apple(fn, signature: dict, constexprs: dict = None, num_warps: int = 4, family: str = "apple7",
-                      **options):
-    """Compile `fn` for the apple target without launching it; returns triton's CompiledKernel."""
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-    names = list(signature)
-    consts = {(names.index(k), ): v for k, v in (constexprs or {}).items()}
-    sig = dict(signature)
-    for k in (constexprs or {}):
-        sig[k] = "constexpr"
-    src = ASTSource(fn, sig, consts)
-    from triton.backends.apple.driver import device_mode, target_name
-    target = GPUTarget(target_name(device_mode()), family, 32)  # `cpu` on the emulator, `mps` on a Mac
-    return triton.compile(src, target=target, options={"num_warps": num_warps, **options})
-
-
-def updates_in_one_order(start, olds: list, vals: list, final, f) -> bool:
-    """The reference check of an atomic read-modify-write whose updates ran in an order nobody knows: if they
-    happened one at a time, the values read ("old") and the values written (f(old, v)) are the same sequence
-    shifted by one, so {start} + {f(old, v)} and {old} + {final} are equal multisets."""
-    import collections
-    return collections.Counter([start] + [f(o, v) for o, v in zip(olds, vals)]) == collections.Counter(olds + [final])
 
 
 @pytest.fixture
@@ -44,3 +19,10 @@ def device():
 @pytest.fixture
 def apple_compile():
     return compile_for_apple
+
+
+@pytest.fixture(scope="session")
+def emu():
+    """The emulator package (`emu.compile_msl`, `emu.Scalar`, ...)."""
+    from triton.backends.apple import emulator
+    return emulator

@@ -1,4 +1,4 @@
-"""Builds docs/coverage.md from the conformance matrix (test/conformance/cases.py).
+"""Builds docs/coverage.md from the conformance matrix (test/support/conformance_cases.py).
 
     python tools/coverage_table.py [> docs/coverage.md]
 
@@ -16,14 +16,16 @@ import sys
 from collections import OrderedDict
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "test", "conformance"))
-sys.path.insert(0, os.path.join(HERE, "..", "test"))
+TEST = os.path.join(HERE, "..", "test")
+# Bootstrap: the conformance matrix is test code (test/support/, imported as `support.*` the way the suite's
+# rootdir-relative imports see it), not an installed package, so test/ goes on sys.path here.
+sys.path.insert(0, TEST)
 os.environ.setdefault("TRITON_APPLE_DEVICE", "emulator")
 
-from cases import all_cells  # noqa: E402
-from conftest import device_name  # noqa: E402
+from support.conformance_cases import all_cells  # noqa: E402
+from support.device import device_name  # noqa: E402
 
-NARRATIVE = os.path.join(HERE, "..", "test", "conformance", "upstream_test_core.md")
+NARRATIVE = os.path.join(TEST, "conformance", "upstream_test_core.md")
 
 
 def outcome(cell) -> str:

@@ -1,15 +1,11 @@
-"""Every cell of the conformance matrix (cases.py): runs and matches torch, or is refused with a clear
-message. The same cells generate docs/coverage.md (tools/coverage_table.py)."""
-import os
+"""Every cell of the conformance matrix (support/conformance_cases.py): runs and matches torch, or is refused
+with a clear message. The same cells generate docs/coverage.md (tools/coverage_table.py)."""
 import re
-import sys
 
 import pytest
 
-from conftest import device_name
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cases import all_cells  # noqa: E402
+from support.conformance_cases import all_cells
+from support.device import device_name
 
 CELLS = all_cells(device_name())
 

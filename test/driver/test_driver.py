@@ -1,12 +1,13 @@
-"""Driver selection, argument binding and the launcher seam shared by the emulator and Metal paths."""
-import json
+"""Driver selection, target naming, device properties and the launch path shared by the emulator and Metal
+paths. How launch arguments bind to buffer slots is in test/abi."""
 import subprocess
 import sys
-from types import SimpleNamespace
 
 import pytest
 
 from triton.backends.apple import driver as drv
+
+from support.launcher import PARAMS, make_launcher
 
 
 def test_backend_is_discovered_by_plain_import():
@@ -46,53 +47,6 @@ def test_mac_with_mps_uses_metal(monkeypatch):
     monkeypatch.delenv("TRITON_APPLE_DEVICE", raising=False)
     monkeypatch.setattr(drv, "mps_available", lambda: True)
     assert drv.device_mode() == "metal"
-
-
-def _launcher(params, signature):
-    meta = SimpleNamespace(name="k", num_warps=4, kernel_signature=json.dumps(params))
-    return drv.AppleLauncher(SimpleNamespace(signature=signature), meta)
-
-
-PARAMS = [
-    {"name": "x", "slot": 0, "kind": "pointer", "msl_type": "device float*", "triton_type": "*fp32"},
-    {"name": "n", "slot": 1, "kind": "scalar", "msl_type": "int", "triton_type": "i32"},
-    {"name": "s", "slot": 2, "kind": "scalar", "msl_type": "float", "triton_type": "fp32"},
-]
-
-
-def test_constexprs_are_not_bound():
-    import torch
-    from triton.backends.apple.emulator import Scalar
-    la = _launcher(PARAMS, {"x": "*fp32", "BLOCK": "constexpr", "n": "i32", "s": "fp32"})
-    x = torch.zeros(4)
-    bound = la.bind([x, 128, 7, 2])
-    assert bound[0] is x
-    assert isinstance(bound[1], Scalar) and isinstance(bound[2], Scalar)
-
-
-def test_wrong_argument_kinds_are_clear_errors():
-    la = _launcher(PARAMS, {"x": "*fp32", "n": "i32", "s": "fp32"})
-    with pytest.raises(drv.KernelArgError, match=r"kernel 'k' argument 'x' \(\*fp32\) expects a tensor, got an int: a raw address cannot be bound"):
-        la.bind([3, 1, 1.0])
-    import torch
-    with pytest.raises(drv.KernelArgError, match=r"kernel 'k' argument 'n' \(i32\) expects an integer, got float"):
-        la.bind([torch.zeros(1), 1.5, 1.0])
-
-
-def test_signature_mismatch_is_reported():
-    with pytest.raises(drv.KernelArgError, match="2 runtime arguments"):
-        _launcher(PARAMS, {"x": "*fp32", "n": "i32"})
-
-
-def test_empty_grid_launches_nothing():
-    la = _launcher(PARAMS, {"x": "*fp32", "n": "i32", "s": "fp32"})
-
-    class Boom:
-
-        def launch(self, **kw):
-            raise AssertionError("launched")
-
-    la(0, 1, 1, 0, Boom(), None, None, None, None, None, 1, 1.0)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -220,9 +174,9 @@ def test_a_real_cpu_backend_keeps_the_cpu_name(tmp_path):
 
 
 def test_device_properties_are_non_zero_and_per_family(monkeypatch):
-    from triton.backends.apple.target import FAMILIES
+    from triton.backends.apple.target import GPU_FAMILIES
     monkeypatch.setenv("TRITON_APPLE_EMULATOR_THREADS", "3")
-    for fam in FAMILIES:
+    for fam in GPU_FAMILIES:
         monkeypatch.setenv("TRITON_APPLE_FAMILY", fam)
         props = drv.AppleUtils("emulator").get_device_properties(0)
         for key in ("multiprocessor_count", "max_shared_mem", "max_num_regs", "warpSize", "sm_clock_rate",
@@ -230,7 +184,7 @@ def test_device_properties_are_non_zero_and_per_family(monkeypatch):
             assert isinstance(props[key], int) and props[key] > 0, key
         assert props["multiprocessor_count"] == 3  # emulator profile: the host threads it runs on
         assert props["max_shared_mem"] == 32 * 1024 and props["warpSize"] == 32
-        assert props["sm_clock_rate"] == FAMILIES[fam].gpu_clock_mhz * 1000
+        assert props["sm_clock_rate"] == GPU_FAMILIES[fam].gpu_clock_mhz * 1000
     # M1's memory bandwidth through the formula Triton's tools use (2 x clock x bus width / 8): 68.25 GB/s
     props = drv.device_properties("emulator", "apple7")
     assert 2 * props["mem_clock_rate"] * 1e3 * props["mem_bus_width"] / 8 / 1e9 == pytest.approx(68.25, abs=0.01)
@@ -242,22 +196,6 @@ def test_n_regs_is_a_bound_never_zero():
     assert (n_spills, max_threads) == (0, 1024)
     assert drv.registers_per_thread(256, "apple7") == 128  # bounded by what one thread can address
     assert drv.registers_per_thread(512, "apple7") == 104
-
-
-def test_float64_tensor_argument_names_kernel_and_argument():
-    import torch
-    import triton
-    import triton.language as tl
-    from triton.backends.apple.errors import UnsupportedFeatureError
-
-    @triton.jit
-    def scale_rows(out_ptr, x_ptr, n):
-        tl.store(out_ptr, tl.load(x_ptr) * 2)
-
-    # With allow_fp64_demotion float64 is computed in float32, which cannot read or write a float64 tensor
-    with pytest.raises(UnsupportedFeatureError, match=r"kernel 'scale_rows' argument 'x_ptr' is a float64 tensor.*"
-                       r"Pass `x_ptr` as a\s+float32 tensor"):
-        scale_rows[(1, )](torch.zeros(4), torch.zeros(4, dtype=torch.float64), 4, allow_fp64_demotion=True)
 
 
 MSL_K = """#include <metal_stdlib>
@@ -275,10 +213,43 @@ def test_launch_runs_where_load_binary_put_the_kernel(monkeypatch):
     bound for the emulator (packed by the native launcher), whatever the machine's own device."""
     import torch
     monkeypatch.setattr(drv, "device_mode", lambda: "metal")
-    la = _launcher(PARAMS, {"x": "*fp32", "n": "i32", "s": "fp32"})
+    la = make_launcher(PARAMS, {"x": "*fp32", "n": "i32", "s": "fp32"})
     fn = drv.EmulatorFunction("k", MSL_K)  # what load_binary gives the `cpu` driver
     x = torch.zeros(300)
     la(2, 1, 1, 0, fn, None, None, None, None, x, 3, 0.5)
-    assert la.mode == "emulator"
+    assert isinstance(la._launch, drv.EmulatorLaunch)  # chosen by the function, once
     # grid (2, 1, 1) of 128 threads (num_warps 4), n = 3, s = 0.5
     assert x[:3].tolist() == [0.5 * (2 * 1000 + 128)] * 3 and not x[3:].any()
+
+
+def test_empty_grid_launches_nothing():
+    """A grid with a zero dimension launches nothing: neither launch hook is called and no thread writes. The same
+    launcher and kernel on a one-threadgroup grid first show that a launch does both, so their absence means
+    the launch was skipped (not that the kernel ran zero threadgroups unseen)."""
+    import torch
+    la = make_launcher(PARAMS, {"x": "*fp32", "n": "i32", "s": "fp32"})
+    fn = drv.EmulatorFunction("k", MSL_K)
+    calls = []
+
+    def enter_hook(metadata):
+        calls.append("enter")
+
+    def exit_hook(metadata):
+        calls.append("exit")
+
+    x = torch.zeros(300)
+    la(1, 1, 1, 0, fn, None, None, enter_hook, exit_hook, x, 3, 0.5)
+    assert calls == ["enter", "exit"] and x[:3].tolist() == [0.5 * (1 * 1000 + 128)] * 3
+
+    class NotAKernel:
+        """What a Metal launch would be handed: any use of it is a launch that should not have happened."""
+
+        def __getattr__(self, name):
+            raise AssertionError(f"zero-sized grid reached the launch path ({name})")
+
+    for function in (fn, NotAKernel()):
+        for grid in ((0, 1, 1), (1, 0, 1), (1, 1, 0), (0, 0, 0)):
+            calls.clear()
+            x.zero_()
+            la(*grid, 0, function, None, None, enter_hook, exit_hook, x, 3, 0.5)
+            assert calls == [] and not x.any(), (grid, type(function).__name__)

@@ -1,20 +1,16 @@
-"""The driver's metal mode, run unmodified on the MPS stand-in (mps_standin.py, docs/mps_standin.md):
+"""The driver's metal mode, run unmodified on the MPS stand-in (test/support/mps_standin.py, docs/mps_standin.md):
 `load_binary`'s metal branch, `AppleLauncher.__call__` in metal mode, `_dispatch_metal`'s argument binding
 and grid arithmetic, debug-buffer readback and the metal error paths, each checked against torch."""
-import os
-import sys
-
 import pytest
 import torch
 import triton
 import triton.language as tl
 
 from triton.backends.apple import driver as drv
-from triton.backends.apple.atomic_locks import LOCK_WORDS
-from triton.backends.apple.debug_buffer import DeviceAssertionError
+from triton.backends.apple.abi.lock_table import LOCK_WORDS
+from triton.backends.apple.abi.debug_buffer import DeviceAssertionError
 
-sys.path.insert(0, os.path.dirname(__file__))
-from mps_standin import MPSStandin, StandinLimit  # noqa: E402
+from support.mps_standin import MPSStandin, StandinLimit
 
 
 @pytest.fixture

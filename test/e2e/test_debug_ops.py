@@ -4,7 +4,7 @@ import torch
 import triton
 import triton.language as tl
 
-from triton.backends.apple.debug_buffer import DeviceAssertionError
+from triton.backends.apple.abi.debug_buffer import DeviceAssertionError
 
 
 @triton.jit

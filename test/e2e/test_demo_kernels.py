@@ -1,14 +1,14 @@
 """The demo's kernels (vector add, row softmax, layer norm) against torch, over shapes, dtypes and num_warps."""
-import os
-import sys
-
 import pytest
 import torch
 import triton
 import triton.language as tl
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples"))
-from kernels import layer_norm, layer_norm_fwd_kernel, softmax, vector_add, vector_add_kernel  # noqa: E402
+from support import demo_kernels
+
+_demo = demo_kernels.load()
+layer_norm, layer_norm_fwd_kernel, softmax = _demo.layer_norm, _demo.layer_norm_fwd_kernel, _demo.softmax
+vector_add, vector_add_kernel = _demo.vector_add, _demo.vector_add_kernel
 
 
 @pytest.mark.parametrize("n", [1, 17, 1024, 1025, 98_432])

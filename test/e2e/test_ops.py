@@ -1,4 +1,5 @@
-"""Op families of the walking skeleton, each kernel checked against torch on the emulator."""
+"""Op families of the walking skeleton, and ops of Triton 3.9 beyond that classic set (tl.map_elementwise with
+control flow and pack, MLIR's rounding divisions), each kernel checked against torch on the emulator."""
 import pytest
 import torch
 import triton
@@ -370,3 +371,96 @@ def test_single_warp_layout_conversions_by_shuffle(M, N, device):
     out = torch.empty(M, device=device)
     row_sum_single_warp[(1, )](x, out, M=M, N=N, num_warps=1)
     torch.testing.assert_close(out, x.sum(1), rtol=1e-5, atol=1e-5)
+
+
+# -- tl.map_elementwise (with control flow and pack) ---------------------------------------------
+
+
+@triton.jit
+def _selu_scalar(x, alpha):
+    if x > 0:
+        return x
+    else:
+        return alpha * (tl.exp(x) - 1)
+
+
+@triton.jit
+def _sum_diff_pair(a0, a1, b0, b1):
+    return a0 + b0, a1 + b1, a0 - b0, a1 - b1
+
+
+@triton.jit
+def map_kernel(x_ptr, y_ptr, s_ptr, d_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs)
+    y = tl.load(y_ptr + offs)
+    tl.store(x_ptr + offs, tl.map_elementwise(_selu_scalar, x, tl.full([BLOCK], 1.5, tl.float32)))
+    s, d = tl.map_elementwise(_sum_diff_pair, x, y, pack=2)
+    tl.store(s_ptr + offs, s)
+    tl.store(d_ptr + offs, d)
+
+
+def test_map_elementwise_with_branches_and_pack(device):
+    x = torch.randn(256, device=device)
+    y = torch.randn(256, device=device)
+    s, d = torch.empty_like(x), torch.empty_like(x)
+    x_in = x.clone()
+    map_kernel[(1, )](x, y, s, d, BLOCK=256)
+    xc = x_in.cpu()
+    torch.testing.assert_close(x.cpu(), torch.where(xc > 0, xc, 1.5 * (torch.exp(xc) - 1)), rtol=1e-6, atol=1e-6)
+    assert torch.equal(s.cpu(), xc + y.cpu()) and torch.equal(d.cpu(), xc - y.cpu())
+
+
+# -- rounding divisions -------------------------------------------------------------------------
+
+# MLIR's rounding divisions, which upstream passes create (fuse_nested_loops computes trip counts with
+# arith.ceildivsi); element-wise on tensors here, with every sign combination.
+_ROUNDING_DIVISIONS = """
+#blk = #ttg.blocked<{sizePerThread = [1], threadsPerWarp = [32], warpsPerCTA = [4], order = [0]}>
+module attributes {"ttg.num-ctas" = 1 : i32, "ttg.num-warps" = 4 : i32, "ttg.threads-per-warp" = 32 : i32} {
+  tt.func public @rounding_divisions(%a: !tt.ptr<i32>, %b: !tt.ptr<i32>, %o: !tt.ptr<i32>) {
+    %c128 = arith.constant dense<128> : tensor<128xi32, #blk>
+    %r = tt.make_range {end = 128 : i32, start = 0 : i32} : tensor<128xi32, #blk>
+    %as = tt.splat %a : !tt.ptr<i32> -> tensor<128x!tt.ptr<i32>, #blk>
+    %ap = tt.addptr %as, %r : tensor<128x!tt.ptr<i32>, #blk>, tensor<128xi32, #blk>
+    %x = tt.load %ap : tensor<128x!tt.ptr<i32>, #blk>
+    %bs = tt.splat %b : !tt.ptr<i32> -> tensor<128x!tt.ptr<i32>, #blk>
+    %bp = tt.addptr %bs, %r : tensor<128x!tt.ptr<i32>, #blk>, tensor<128xi32, #blk>
+    %y = tt.load %bp : tensor<128x!tt.ptr<i32>, #blk>
+    %ceil = arith.ceildivsi %x, %y : tensor<128xi32, #blk>
+    %floor = arith.floordivsi %x, %y : tensor<128xi32, #blk>
+    %uceil = arith.ceildivui %x, %y : tensor<128xi32, #blk>
+    %os = tt.splat %o : !tt.ptr<i32> -> tensor<128x!tt.ptr<i32>, #blk>
+    %o0 = tt.addptr %os, %r : tensor<128x!tt.ptr<i32>, #blk>, tensor<128xi32, #blk>
+    tt.store %o0, %ceil : tensor<128x!tt.ptr<i32>, #blk>
+    %r1 = arith.addi %r, %c128 : tensor<128xi32, #blk>
+    %o1 = tt.addptr %os, %r1 : tensor<128x!tt.ptr<i32>, #blk>, tensor<128xi32, #blk>
+    tt.store %o1, %floor : tensor<128x!tt.ptr<i32>, #blk>
+    %r2 = arith.addi %r1, %c128 : tensor<128xi32, #blk>
+    %o2 = tt.addptr %os, %r2 : tensor<128x!tt.ptr<i32>, #blk>, tensor<128xi32, #blk>
+    tt.store %o2, %uceil : tensor<128x!tt.ptr<i32>, #blk>
+    tt.return
+  }
+}
+"""
+
+
+def test_rounding_divisions(tmp_path, device):
+    path = tmp_path / "rounding_divisions.ttgir"
+    path.write_text(_ROUNDING_DIVISIONS)
+    kernel = triton.compile(str(path))
+    g = torch.Generator().manual_seed(8)
+    a = torch.randint(-1000, 1000, (128, ), generator=g, dtype=torch.int32)
+    b = torch.randint(1, 40, (128, ), generator=g, dtype=torch.int32) * torch.where(torch.rand(128, generator=g) < 0.5,
+                                                                                    -1, 1).int()
+    a[:4] = torch.tensor([12, -12, 0, 2**31 - 1], dtype=torch.int32)
+    b[:4] = torch.tensor([4, 4, -3, 2], dtype=torch.int32)
+    out = torch.zeros(3 * 128, dtype=torch.int32, device=device)
+    kernel[(1, 1, 1)](a.to(device), b.to(device), out)
+    a64, b64 = a.long(), b.long()
+    ceil = -torch.div(-a64, b64, rounding_mode="floor")
+    floor = torch.div(a64, b64, rounding_mode="floor")
+    ua, ub = a64 & 0xFFFFFFFF, b64 & 0xFFFFFFFF
+    uceil = ((ua + ub - 1) // ub).to(torch.int64)
+    uceil = torch.where(uceil >= 2**31, uceil - 2**32, uceil)
+    assert torch.equal(out.cpu().long(), torch.cat([ceil, floor, uceil]))

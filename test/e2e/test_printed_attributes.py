@@ -1,14 +1,12 @@
 """Attributes that ops print in their custom assembly (keywords, strings, `key = value` pairs, loop attributes)
-reach the lowering. Each case here was once dropped silently or refused; the references are torch and the
-IEEE rules Triton documents."""
+reach the lowering, end to end. Each case here was once dropped silently or refused; the references are torch and
+the IEEE rules Triton documents. How the reader itself treats printed forms is in test/ir/test_ir_parser.py."""
 import math
 
 import pytest
 import torch
 import triton
 import triton.language as tl
-
-from triton.backends.apple.ir import IRParseError, parse_module
 
 
 @triton.jit
@@ -78,31 +76,6 @@ def test_loop_hints_and_debug_barrier(device):
     pipelined_sum[(1, )](x, out, 1000, BLOCK=64)
     ref = torch.nn.functional.pad(x.cpu(), (0, 24)).view(-1, 64).sum(0)
     torch.testing.assert_close(out.cpu(), ref, rtol=1e-5, atol=1e-5)
-
-
-_TTGIR = """#blocked = #ttg.blocked<{sizePerThread = [1], threadsPerWarp = [32], warpsPerCTA = [1], order = [0]}>
-module attributes {"ttg.num-ctas" = 1 : i32, "ttg.num-warps" = 1 : i32, "ttg.threads-per-warp" = 32 : i32} {
-  tt.func public @k(%x: !tt.ptr<f32>) {
-    %0 = tt.get_program_id x : i32 loc(#loc)
-    %1 = arith.cmpi slt, %0, %0 : i32 loc(#loc)
-    %2 = tt.frobnicate wildly, %0 : i32 loc(#loc)
-    tt.return loc(#loc)
-  } loc(#loc)
-} loc(#loc)
-#loc = loc(unknown)
-"""
-
-
-def test_reader_refuses_forms_it_does_not_know():
-    with pytest.raises(IRParseError, match=r"tt.frobnicate: unknown keyword\(s\) \['wildly'\]"):
-        parse_module(_TTGIR)
-
-
-def test_reader_names_keywords_as_attributes():
-    mod = parse_module(_TTGIR.replace("    %2 = tt.frobnicate wildly, %0 : i32 loc(#loc)\n", ""))
-    pid, cmp = list(mod.kernel.walk())[:2]
-    assert pid.attrs["axis"] == "x"
-    assert cmp.attrs["predicate"] == "slt"
 
 
 def test_print_prefix_with_symbols_is_kept_verbatim(device, capfd):

@@ -18,9 +18,8 @@ def rand_kernel(out_i_ptr, out_f_ptr, seed, n, BLOCK: tl.constexpr):
 
 
 _INTERPRETER_RUN = textwrap.dedent("""
-    import os, sys, torch
+    import os, torch
     os.environ["TRITON_INTERPRET"] = "1"
-    sys.path.insert(0, {here!r})
     from test_random import rand_kernel
     ints = torch.zeros(1000, dtype=torch.int32)
     floats = torch.zeros(1000)
@@ -34,8 +33,11 @@ def test_rand_and_randint_match_the_interpreter(tmp_path, device):
     floats = torch.zeros(1000, device=device)
     rand_kernel[(8, )](ints, floats, 1234, 1000, BLOCK=128)
     out = str(tmp_path / "ref.pt")
-    env = dict(os.environ, TRITON_INTERPRET="1")
-    code = _INTERPRETER_RUN.format(here=os.path.dirname(os.path.abspath(__file__)), out=out)
+    # The script imports this module by name: its folder reaches the subprocess through PYTHONPATH.
+    inherited = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    path = [os.path.dirname(os.path.abspath(__file__))] + inherited
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=os.pathsep.join(path))
+    code = _INTERPRETER_RUN.format(out=out)
     subprocess.run([sys.executable, "-c", code], check=True, env=env, timeout=300, capture_output=True)
     ref_i, ref_f = torch.load(out)
     assert torch.equal(ints.cpu(), ref_i)

@@ -9,7 +9,7 @@ import torch
 import triton
 import triton.language as tl
 
-from conftest import compile_for_apple
+from support.device import compile_for_apple
 
 
 @triton.jit

@@ -20,7 +20,7 @@ import triton.language as tl
 from triton.language.extra import libdevice
 from triton.runtime.errors import OutOfResources
 
-from conftest import compile_for_apple
+from support.device import compile_for_apple
 
 THREADGROUP_BYTES = 32768
 

@@ -166,3 +166,40 @@ def test_3d_copy_with_rows_not_a_multiple_of_the_vector_width(device):
     copy3d_kernel[grid](x, out, 10, 50, 119, *out.stride(), M_BLOCK=8, N_BLOCK=8, K_BLOCK=64)
     assert torch.equal(out[:, :50, :119], x)
     assert not out[:, 50:].any() and not out[:, :, 119:].any()
+
+
+# What upstream's tensor-descriptor loads become (tutorial 06): the masked load's `other` is an `arith.select`
+# between two constant tiles on a scalar i1 (the descriptor's padding flag); axis analysis once crashed on it.
+_SELECT_OTHER = """
+#blk = #ttg.blocked<{sizePerThread = [4], threadsPerWarp = [32], warpsPerCTA = [1], order = [0]}>
+module attributes {"ttg.num-ctas" = 1 : i32, "ttg.num-warps" = 1 : i32, "ttg.threads-per-warp" = 32 : i32} {
+  tt.func public @select_other(%x: !tt.ptr<f32>, %o: !tt.ptr<f32>, %n: i32, %pad: i1) {
+    %nan = arith.constant dense<0x7FC00000> : tensor<128xf32, #blk>
+    %zero = arith.constant dense<0.000000e+00> : tensor<128xf32, #blk>
+    %other = arith.select %pad, %nan, %zero : tensor<128xf32, #blk>
+    %r = tt.make_range {end = 128 : i32, start = 0 : i32} : tensor<128xi32, #blk>
+    %ns = tt.splat %n : i32 -> tensor<128xi32, #blk>
+    %m = arith.cmpi slt, %r, %ns : tensor<128xi32, #blk>
+    %xs = tt.splat %x : !tt.ptr<f32> -> tensor<128x!tt.ptr<f32>, #blk>
+    %xp = tt.addptr %xs, %r : tensor<128x!tt.ptr<f32>, #blk>, tensor<128xi32, #blk>
+    %v = tt.load %xp, %m, %other : tensor<128x!tt.ptr<f32>, #blk>
+    %os = tt.splat %o : !tt.ptr<f32> -> tensor<128x!tt.ptr<f32>, #blk>
+    %op = tt.addptr %os, %r : tensor<128x!tt.ptr<f32>, #blk>, tensor<128xi32, #blk>
+    tt.store %op, %v : tensor<128x!tt.ptr<f32>, #blk>
+    tt.return
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("pad", [0, 1])
+def test_masked_load_whose_other_selects_on_a_scalar(pad, tmp_path, device):
+    path = tmp_path / "select_other.ttgir"
+    path.write_text(_SELECT_OTHER)
+    kernel = triton.compile(str(path))
+    x = torch.randn(128)
+    out = torch.empty(128, device=device)
+    kernel[(1, 1, 1)](x.to(device), out, 100, pad)
+    ref = x.clone()
+    ref[100:] = float("nan") if pad else 0.0
+    torch.testing.assert_close(out.cpu(), ref, equal_nan=True)

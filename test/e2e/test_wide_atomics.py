@@ -3,7 +3,7 @@ Apple9's native unsigned min/max, and everything else under a lock of the kernel
 (backend/atomic_locks.py). Checked under contention: thousands of updates from many threadgroups on a few
 elements, with the emulator running threadgroups on several host threads at once.
 
-Reference: Python integers and float64; old values are checked with conftest.updates_in_one_order."""
+Reference: Python integers and float64; old values are checked with support.references.updates_in_one_order."""
 import operator
 import struct
 
@@ -12,7 +12,7 @@ import torch
 import triton
 import triton.language as tl
 
-from conftest import updates_in_one_order
+from support.references import updates_in_one_order
 
 
 @pytest.fixture(autouse=True)

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import torch
 
-from emu_helpers import emu, line_of, msl  # noqa: F401 (emu is a fixture)
+from support.emulator_msl import line_of, msl
 
 ATOMICS = msl("""
 kernel void atomics(device atomic_int* counter [[buffer(0)]],

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import torch
 
-from emu_helpers import emu, msl  # noqa: F401 (emu is a fixture)
+from support.emulator_msl import msl
 
 VADD = msl("""
 kernel void vadd(device const float* x [[buffer(0)]],

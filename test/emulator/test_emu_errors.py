@@ -8,7 +8,7 @@ import time
 import pytest
 import torch
 
-from emu_helpers import emu, line_of, msl  # noqa: F401 (emu is a fixture)
+from support.emulator_msl import line_of, msl
 
 OOB = msl("""
 kernel void oob(device const float* x [[buffer(0)]],
@@ -245,8 +245,8 @@ def test_ucontext_fallback_runtime(tmp_path):
     code = textwrap.dedent("""
         import torch
         from triton.backends.apple import emulator
-        from triton.backends.apple.emulator import runtime
-        assert runtime.runtime_library().tt_emu_uses_ucontext() == 1
+        from triton.backends.apple.emulator import library
+        assert library.runtime_library().tt_emu_uses_ucontext() == 1
         src = '''#include <metal_stdlib>
         using namespace metal;
         kernel void k(device float* x [[buffer(0)]], uint tid [[thread_index_in_threadgroup]]) {

@@ -16,10 +16,11 @@ import pytest
 
 from triton.backends.apple import target
 from triton.backends.apple.emulator import signature as sig
-from triton.backends.apple.emulator import toolchain
+from triton.backends.apple.emulator import build, clang
+from triton.backends.apple.emulator.launcher import LAUNCHER_SOURCE
 
-INC, LIB = toolchain.native_dirs()
-APPLE = INC.parent
+INC, LIB = build.native_dirs()
+APPLE = Path(__file__).resolve().parents[2] / "third_party" / "apple"
 TARGET = "--target=aarch64-linux-gnu"
 
 
@@ -36,7 +37,7 @@ def _need_tool(name: str, package: str) -> str:
 def _cross_ready() -> str:
     _need_file("/usr/aarch64-linux-gnu/include/stdio.h", "libc6-dev-arm64-cross")
     _need_file("/usr/aarch64-linux-gnu/include/c++", "libstdc++-12-dev-arm64-cross")
-    return toolchain.find_compiler()
+    return clang.find_compiler()
 
 
 def _check(cmd, cwd=None):
@@ -104,7 +105,7 @@ def test_native_sources_compile_for_aarch64_linux(tmp_path):
     _check(base + [runtime])                       # hand-written AArch64 context switch
     _check(base + ["-DTT_EMU_UCONTEXT=1", runtime])  # <ucontext.h> fallback
     entry = _kernel_tu(tmp_path, KITCHEN_SINK, "sink")
-    flags = [f for f in toolchain.kernel_flags(x86_64=False, darwin=False) if f not in ("-shared", "-w")]
+    flags = [f for f in clang.kernel_flags(x86_64=False, darwin=False) if f not in ("-shared", "-w")]
     _check([cxx, TARGET, *flags, "-fsyntax-only", "-I", str(INC), str(entry)])
     try:
         import nanobind
@@ -112,9 +113,9 @@ def test_native_sources_compile_for_aarch64_linux(tmp_path):
         raise AssertionError("nanobind's headers are needed to check triton_apple.cc: pip install nanobind") from None
     import sysconfig
     _check(base + ["-I", nanobind.include_dir(), "-I", sysconfig.get_paths()["include"], str(APPLE / "triton_apple.cc")])
-    # the native launcher (backend/driver.c), a C extension: with this Python's headers (LP64 like AArch64)
+    # the native launcher (emulator/native/launcher.c), a C extension: with this Python's headers (LP64 like AArch64)
     _check([cxx, TARGET, "-x", "c", "-std=c11", "-fsyntax-only", "-Wall", "-Werror", "-I", str(INC), "-I",
-            sysconfig.get_paths()["include"], str(APPLE / "backend" / "driver.c")])
+            sysconfig.get_paths()["include"], str(LAUNCHER_SOURCE)])
 
 
 def test_kernel_flags_are_accepted_by_the_host_compiler_for_every_host_kind(tmp_path):
@@ -125,7 +126,7 @@ def test_kernel_flags_are_accepted_by_the_host_compiler_for_every_host_kind(tmp_
     entry = _kernel_tu(tmp_path, KITCHEN_SINK, "sink")
     for tgt, x86, darwin, extra in (("--target=x86_64-linux-gnu", True, False, []), (TARGET, False, False, []),
                                     ("--target=arm64-apple-macos14", False, True, ["-ffreestanding"])):
-        flags = [f for f in toolchain.kernel_flags(x86_64=x86, darwin=darwin) if f != "-shared"]
+        flags = [f for f in clang.kernel_flags(x86_64=x86, darwin=darwin) if f != "-shared"]
         _check([cxx, tgt, *extra, *flags, "-fsyntax-only", "-I", str(INC), str(entry)])
 
 
@@ -236,9 +237,9 @@ def test_runtime_runs_kernels_on_aarch64_under_qemu(tmp_path):
     _need_tool("ld.lld-22", "lld-22")
     qemu = _need_tool("qemu-aarch64-static", "qemu-user-static")
     link = [TARGET, "-fuse-ld=lld"]
-    _check([cxx, *link, *toolchain.RUNTIME_FLAGS, "-I", str(INC), str(LIB / "emulator_runtime.cpp"), "-o",
+    _check([cxx, *link, *clang.RUNTIME_FLAGS, "-I", str(INC), str(LIB / "emulator_runtime.cpp"), "-o",
             "runtime.so", "-ldl"], cwd=tmp_path)
-    flags = toolchain.kernel_flags(x86_64=False, darwin=False)
+    flags = clang.kernel_flags(x86_64=False, darwin=False)
     for name, body in QEMU_KERNELS.items():
         entry = _kernel_tu(tmp_path, "#include <metal_stdlib>\nusing namespace metal;\n" + body, name)
         _check([cxx, *link, *flags, "-I", str(INC), entry.name, "-o", f"k_{name}.so", "-lm"], cwd=tmp_path)

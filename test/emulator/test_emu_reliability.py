@@ -14,8 +14,8 @@ import warnings
 import pytest
 import torch
 
-from emu_helpers import emu, line_of, msl  # noqa: F401 (emu is a fixture)
-from triton.backends.apple.emulator.toolchain import KERNEL_LIB
+from support.emulator_msl import line_of, msl
+from triton.backends.apple.emulator.build import KERNEL_LIB
 
 SPIN = msl("""
 kernel void spin(device int* flag [[buffer(0)]],
@@ -40,7 +40,7 @@ kernel void fresh(device float* x [[buffer(0)]], uint i [[thread_position_in_gri
 @pytest.fixture
 def fresh_cache(tmp_path, monkeypatch, emu):
     """An empty cache directory for kernels (the runtime stays loaded from the normal cache)."""
-    emu.runtime.runtime_library()
+    emu.library.runtime_library()
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))
     emu.clear_memory_cache()
     yield tmp_path / "cache" / "apple_emulator"
@@ -122,7 +122,7 @@ def test_damaged_cache_entry_is_rebuilt_with_one_warning(emu, fresh_cache, targe
     assert len(cache_warnings) == 1, [str(w.message) for w in caught]
     assert str(entry / target) in str(cache_warnings[0].message)
     assert not k2.cache_hit
-    assert emu.toolchain._verify(entry, [KERNEL_LIB]) is None  # intact again
+    assert emu.cache._verify(entry, [KERNEL_LIB]) is None  # intact again
     x = torch.zeros(4)
     k2.launch(grid=1, threadgroup=4, buffers=[x])
     assert torch.all(x > 0)
@@ -155,7 +155,7 @@ RUNTIME_DAMAGE_CHILD = textwrap.dedent("""
 def test_damaged_runtime_library_is_rebuilt(emu, tmp_path):
     """A truncated runtime library used to kill every later process with SIGBUS."""
     import shutil
-    so = emu.runtime.toolchain.build_runtime()
+    so = emu.build.build_runtime()
     cache = tmp_path / "cache" / "apple_emulator"
     shutil.copytree(so.parent, cache / so.parent.name)  # the built runtime, with its manifest
     _damage_truncate(cache / so.parent.name / so.name)
@@ -170,7 +170,7 @@ def test_damaged_runtime_library_is_rebuilt(emu, tmp_path):
 KILLED_COMPILE_CHILD = textwrap.dedent("""
     import sys
     from triton.backends.apple import emulator
-    emulator.runtime.runtime_library()
+    emulator.library.runtime_library()
     print("READY", flush=True)
     emulator.compile_msl(sys.stdin.read(), "fresh")
 """)
@@ -432,7 +432,7 @@ def test_loaded_kernel_libraries_are_bounded(emu, monkeypatch):
         kernels.append(emu.compile_msl(src, "lru"))
         x = torch.zeros(2)
         kernels[-1].launch(grid=1, threadgroup=2, buffers=[x])
-    loaded = emu.runtime._LIBRARIES.loaded()
+    loaded = emu.library.LOADED_LIBRARIES.loaded()
     assert len(loaded) <= 2 and str(kernels[0].so_path) not in loaded
     assert not _is_loaded(kernels[0].so_path) and _is_loaded(kernels[3].so_path)  # really unloaded
     x = torch.zeros(2)
@@ -463,7 +463,7 @@ def test_cache_files_are_never_group_or_world_writable(emu, fresh_cache):
 
 
 def test_cache_writable_by_others_is_refused_unless_trusted(emu, tmp_path, monkeypatch):
-    emu.runtime.runtime_library()
+    emu.library.runtime_library()
     cache = tmp_path / "shared"
     (cache / "apple_emulator").mkdir(parents=True)
     os.chmod(cache / "apple_emulator", 0o777)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from emu_helpers import emu, line_of, msl  # noqa: F401 (emu is a fixture)
+from support.emulator_msl import line_of, msl
 
 U32 = 2.0 ** -24  # unit roundoff of float
 U16 = 2.0 ** -11  # unit roundoff of half

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from emu_helpers import emu, line_of, msl  # noqa: F401 (emu is a fixture)
+from support.emulator_msl import line_of, msl
 
 REVERSE = msl("""
 kernel void reverse(device float* x [[buffer(0)]],

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from emu_helpers import emu, line_of, msl  # noqa: F401 (emu is a fixture)
+from support.emulator_msl import line_of, msl
 
 HALF = msl("""
 kernel void halfops(device const half* a [[buffer(0)]],

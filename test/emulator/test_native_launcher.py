@@ -1,9 +1,9 @@
-"""The emulator's native launcher (backend/driver.c): how it is built, what it binds, and that it keeps every
+"""The emulator's native launcher (emulator/native/launcher.c): how it is built, what it binds, and that it keeps every
 check and error of the Python binding it replaced.
 
 References: the Python packing of emulator.Scalar (the bytes the ctypes launcher passed), the Python span of a
-tensor view (`runtime._span_bytes`), torch for results, and the messages of driver._check_scalar /
-_tensor_argument / EmulatorKernel._bind."""
+tensor view (`kernel._span_bytes`), torch for results, and the messages of abi.arguments.scalar_bytes /
+tensor_argument / EmulatorKernel._bind."""
 import gc
 import os
 import shutil
@@ -21,7 +21,11 @@ import triton
 import triton.language as tl
 from triton.backends.apple import driver as drv
 from triton.backends.apple import emulator
-from triton.backends.apple.emulator import runtime
+from triton.backends.apple.emulator import build as emu_build
+from triton.backends.apple.emulator import kernel as emu_kernel
+from triton.backends.apple.emulator import launcher as runtime
+from triton.backends.apple.emulator import library as emu_library
+from triton.backends.apple.emulator import signature as emu_signature
 from triton.backends.apple.errors import KernelArgError
 
 pytestmark = pytest.mark.emulator_only
@@ -37,19 +41,18 @@ def test_launcher_is_a_module_in_tritons_cache():
     from triton import knobs as triton_knobs
     assert mod.__name__ == "apple_launcher"
     assert os.path.realpath(mod.__file__).startswith(os.path.realpath(triton_knobs.cache.dir))
-    assert mod.ABI_VERSION == runtime.ABI_VERSION
-    assert runtime.LAUNCHER_SOURCE.name == "driver.c" and runtime.LAUNCHER_SOURCE.parent.name in ("backend", "apple")
+    assert mod.ABI_VERSION == emu_library.ABI_VERSION
+    assert runtime.LAUNCHER_SOURCE.name == "launcher.c" and runtime.LAUNCHER_SOURCE.parent == emu_build.NATIVE_DIR
 
 
 def _copy_native(tmp_path, header_extra: str = ""):
-    """A copy of the native sources (include/ and lib/), with `header_extra` appended to emulator_runtime.h."""
-    inc, lib = runtime.toolchain.native_dirs()
-    shutil.copytree(inc, tmp_path / "include")
-    shutil.copytree(lib, tmp_path / "lib")
+    """A copy of the native sources (emulator/native), with `header_extra` appended to emulator_runtime.h."""
+    _, native = emu_build.native_dirs()
+    shutil.copytree(native, tmp_path / "native")
     if header_extra:
-        h = tmp_path / "include" / "emulator_runtime.h"
+        h = tmp_path / "native" / "include" / "emulator_runtime.h"
         h.write_text(h.read_text() + header_extra)
-    return tmp_path / "include", tmp_path / "lib"
+    return tmp_path / "native" / "include", tmp_path / "native"
 
 
 def test_launcher_is_cached_and_rebuilt_when_the_runtime_header_changes(tmp_path, monkeypatch):
@@ -58,7 +61,7 @@ def test_launcher_is_cached_and_rebuilt_when_the_runtime_header_changes(tmp_path
     assert first.startswith(str(tmp_path / "cache"))
     assert runtime._compile_launcher().__file__ == first  # a cache hit
     dirs = _copy_native(tmp_path / "changed", "\n/* a change */\n")
-    monkeypatch.setattr(runtime.toolchain, "native_dirs", lambda: dirs)
+    monkeypatch.setattr(emu_build, "native_dirs", lambda: dirs)
     changed = runtime._compile_launcher().__file__
     assert changed != first and changed.startswith(str(tmp_path / "cache"))
 
@@ -67,7 +70,7 @@ def test_launcher_is_cached_and_rebuilt_when_the_runtime_header_changes(tmp_path
 def fresh_launcher_source(tmp_path, monkeypatch):
     """A launcher source no cache has seen (a comment added), not loaded yet: the next launcher() compiles it."""
     from triton.runtime import build
-    src = tmp_path / "driver.c"
+    src = tmp_path / "launcher.c"
     src.write_text(runtime.LAUNCHER_SOURCE.read_text() + f"\n/* {time.time_ns()} */\n")
     monkeypatch.setattr(runtime, "LAUNCHER_SOURCE", src)
     monkeypatch.setattr(runtime, "_launcher", None)
@@ -175,7 +178,7 @@ kernel void raw_{msl_type}(device uchar* out [[buffer(0)]], constant {msl_type}&
 
 @pytest.mark.parametrize("msl_type", list(SCALAR_CASES))
 def test_scalars_are_packed_as_the_python_packer_does(msl_type):
-    size = runtime._sig.type_size(msl_type)
+    size = emu_signature.type_size(msl_type)
     k = _bytes_kernel(msl_type, size)
     converted = []
 
@@ -193,12 +196,12 @@ def test_scalars_are_packed_as_the_python_packer_does(msl_type):
 
 def test_float_nan_payload_and_sign_match():
     for t in ("float", "half", "bfloat"):
-        k = _bytes_kernel(t, runtime._sig.type_size(t))
+        k = _bytes_kernel(t, emu_signature.type_size(t))
         plan = k.plan([(0, "pointer", "device uchar*"), (1, "scalar", t)], lambda s, v: emulator.Scalar(v, t))
         for v in (float("nan"), -float("nan")):
             out = torch.zeros(8, dtype=torch.uint8)
             k.run(plan, (1, 1, 1), (1, 1, 1), (out, v))
-            assert bytes(out[:runtime._sig.type_size(t)].tolist()) == emulator.Scalar(v, t).data, (t, v)
+            assert bytes(out[:emu_signature.type_size(t)].tolist()) == emulator.Scalar(v, t).data, (t, v)
 
 
 def test_what_the_launcher_does_not_pack_goes_to_the_hook():
@@ -249,7 +252,7 @@ def _views():
 @pytest.mark.parametrize("name", list(_views()))
 def test_views_bind_their_data_pointer_and_span(name):
     v = _views()[name]
-    span = runtime._span_bytes(v.shape, v.stride(), v.element_size()) // 4
+    span = emu_kernel._span_bytes(v.shape, v.stride(), v.element_size()) // 4
     k = emulator.compile_msl(VIEW_KERNEL, "view")
     plan = k.plan([(0, "pointer", ""), (1, "pointer", ""), (2, "scalar", "int")], lambda s, x: 1 / 0)
     out = torch.full((64, ), -1.0)
@@ -311,7 +314,7 @@ def _compiled_scale():
 
 
 BAD_ARGS = [
-    ((3, "y", 16, 2.0), KernelArgError, r"kernel '_scale' argument 'x_ptr' \(\*f32\) expects a tensor, got an int: a raw address cannot be bound"),
+    ((3, "y", 16, 2.0), KernelArgError, r"kernel '_scale' argument 'x_ptr' \(\*f32\) got the address 0x3, which is not inside any live cpu tensor"),
     (("x", "y", 2**40, 2.0), KernelArgError, r"argument 'n' \(i32\): 1099511627776 does not fit in int"),
     (("x", "y", 1.5, 2.0), KernelArgError, r"argument 'n' \(i32\) expects an integer, got float"),
     (("x", "y", 16, 1e39), KernelArgError, r"argument 's' \(f32\): 1e\+39 does not fit in float"),

@@ -1,13 +1,15 @@
 """Long profile of the differential fuzzer (apple backend on the emulator vs Triton's interpreter).
 
-    python test/fuzz/run_long.py --examples 2000 [--seed 0] [--out DIR] [--layouts 1d,2d]
+    PYTHONPATH=test python test/fuzz/run_long.py --examples 2000 [--seed 0] [--out DIR] [--layouts 1d,2d]
                                  [--dtypes int8,float32,...] [--depth 3] [--time-budget SECONDS]
                                  [--num-warps 1,2,4,8] [--no-bool-outputs] [-v]
 
-(run from the repository root; ``python -m test.fuzz.run_long`` does not work because ``test`` is
-also the name of a standard-library package.)
+(run from the repository root; the grammar and harness are ``support.fuzz_grammar`` and ``support.fuzz_harness``
+in test/support, which ``PYTHONPATH=test`` makes importable as pytest's ``pythonpath`` setting does for the
+tests. ``python -m test.fuzz.run_long`` does not work because ``test`` is also the name of a standard-library
+package.)
 
-Runs ``--examples`` generated kernels from the grammar in ``fuzz_grammar.py`` without stopping at
+Runs ``--examples`` generated kernels from the grammar in ``support/fuzz_grammar.py`` without stopping at
 the first failure and without shrinking; each failing case is written to ``--out`` (default
 ``$TMPDIR/triton_apple_fuzz_failures``) as ``<n>.py`` (the kernel) and ``<n>.txt`` (shapes, seed, inputs description,
 differences), and a summary grouped by failure signature is printed at the end. Exit status 1 if
@@ -23,7 +25,6 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("TRITON_APPLE_DEVICE", "emulator")
 
 
@@ -55,8 +56,8 @@ def main(argv=None):
 
     from hypothesis import HealthCheck, Phase, given, settings
     from hypothesis import seed as hseed
-    from fuzz_grammar import IO_TYPES, kernel_specs
-    from fuzz_harness import report, run_case
+    from support.fuzz_grammar import IO_TYPES, kernel_specs
+    from support.fuzz_harness import report, run_case
 
     out_dir = Path(args.out)
     dtypes = tuple(args.dtypes.split(",")) if args.dtypes else IO_TYPES

@@ -1,24 +1,19 @@
 """Differential fuzzing, fast profile: generated Triton kernels run on the apple backend and under
 Triton's own interpreter (``TRITON_INTERPRET=1``, in a worker subprocess), outputs compared with the
-bounds documented in ``fuzz_grammar.py``.
+bounds documented in ``support/fuzz_grammar.py``.
 
 40 derandomised examples (the same kernels on every run, so CI is stable and compiled kernels are
 reused from ``$TRITON_CACHE_DIR``). The long profile, which keeps going after failures and writes
-them to a directory, is ``python test/fuzz/run_long.py --examples 2000``.
+them to a directory, is ``PYTHONPATH=test python test/fuzz/run_long.py --examples 2000``.
 
 Comparison bounds are those of the emulator (a host CPU): on a Mac's GPU the transcendental bounds
 may need widening.
 """
-import sys
-from pathlib import Path
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from fuzz_grammar import FLOAT_TYPES, INT_TYPES, kernel_specs  # noqa: E402
-from fuzz_harness import report, run_case, worker  # noqa: E402
+from support.fuzz_grammar import FLOAT_TYPES, INT_TYPES, kernel_specs
+from support.fuzz_harness import report, run_case, worker
 
 FAST = dict(derandomize=True, database=None, deadline=None, print_blob=False,
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much,
@@ -65,8 +60,8 @@ def test_harness_detects_wrong_results(device):
     comparison silently passes would be worse than none."""
     import torch
     from hypothesis import find
-    from fuzz_grammar import build_args
-    from fuzz_harness import compare, load_module, write_module
+    from support.fuzz_grammar import build_args
+    from support.fuzz_harness import compare, load_module, write_module
 
     spec = find(kernel_specs(layouts=("1d", ), dtypes=("float32", ), transcendentals=False, max_values=1),
                 lambda s: {(o.kind, o.dtype) for o in s.outputs} >= {("value", "float32"), ("sum", "float32")}

@@ -1,11 +1,13 @@
-"""The TTGIR reader: ops, regions, types, encodings and source locations from the printed module."""
+"""The TTGIR reader: ops, regions, types, encodings and source locations from the printed module, and the
+printed forms it refuses or reads as attributes."""
+import pytest
 import triton
 import triton.language as tl
 
-from triton.backends.apple.ir import parse_module, print_module
+from triton.backends.apple.ir import IRParseError, parse_module, print_module
 from triton.backends.apple.ir.types import BlockedEncoding, PointerType, SliceEncoding, TensorType
 
-from conftest import compile_for_apple
+from support.device import compile_for_apple
 
 
 @triton.jit
@@ -70,3 +72,28 @@ def test_slice_encoding_is_parsed_with_parent():
     assert ty.shape == (64, )
     assert isinstance(ty.encoding, SliceEncoding) and ty.encoding.dim == 0
     assert ty.encoding.parent == BlockedEncoding((1, 1), (1, 32), (2, 2), (1, 0))
+
+
+_TTGIR = """#blocked = #ttg.blocked<{sizePerThread = [1], threadsPerWarp = [32], warpsPerCTA = [1], order = [0]}>
+module attributes {"ttg.num-ctas" = 1 : i32, "ttg.num-warps" = 1 : i32, "ttg.threads-per-warp" = 32 : i32} {
+  tt.func public @k(%x: !tt.ptr<f32>) {
+    %0 = tt.get_program_id x : i32 loc(#loc)
+    %1 = arith.cmpi slt, %0, %0 : i32 loc(#loc)
+    %2 = tt.frobnicate wildly, %0 : i32 loc(#loc)
+    tt.return loc(#loc)
+  } loc(#loc)
+} loc(#loc)
+#loc = loc(unknown)
+"""
+
+
+def test_reader_refuses_forms_it_does_not_know():
+    with pytest.raises(IRParseError, match=r"tt.frobnicate: unknown keyword\(s\) \['wildly'\]"):
+        parse_module(_TTGIR)
+
+
+def test_reader_names_keywords_as_attributes():
+    mod = parse_module(_TTGIR.replace("    %2 = tt.frobnicate wildly, %0 : i32 loc(#loc)\n", ""))
+    pid, cmp = list(mod.kernel.walk())[:2]
+    assert pid.attrs["axis"] == "x"
+    assert cmp.attrs["predicate"] == "slt"

@@ -125,3 +125,12 @@ def test_linear_encoding_fitted_to_the_tensor_shape():
         assert held == {(i, j) for i in range(shape[0]) for j in range(shape[1])}, shape
     small = layout_of(enc, (16, 16), 4)
     assert small.warp == ((0, 0), (0, 0)) and small.num_regs == 16
+
+
+def test_layout_the_verifier_refuses_is_named():
+    # AMD's mfma layouts need 64-lane wavefronts; Apple simdgroups have 32 lanes
+    from triton.backends.apple.layouts import from_libtriton
+    from triton.backends.apple.ir.types import OpaqueEncoding
+    mfma = "#ttg.amd_mfma<{version = 3, warpsPerCTA = [2, 2], instrShape = [32, 32, 8], isTransposed = false}>"
+    with pytest.raises(NotImplementedError, match=r"layout #ttg\.amd_mfma.* over 64 lanes .* 4 simdgroups of 32 lanes"):
+        from_libtriton(OpaqueEncoding(mfma), (64, 64), 4)

@@ -4,7 +4,7 @@ import triton
 import triton.language as tl
 from triton._filecheck import run_filecheck
 
-from conftest import compile_for_apple
+from support.device import compile_for_apple
 from triton.backends.apple.errors import UnsupportedFeatureError
 
 

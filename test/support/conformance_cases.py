@@ -13,7 +13,7 @@ import triton
 import triton.language as tl
 from triton.language.extra import libdevice
 
-from conftest import updates_in_one_order
+from support.references import updates_in_one_order
 
 INT_DTYPES = ["int8", "int16", "int32", "int64", "uint8", "uint32"]
 FLOAT_DTYPES = ["float16", "bfloat16", "float32", "float64"]  # float64: software binary64

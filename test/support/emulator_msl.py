@@ -1,9 +1,5 @@
-"""Helpers and the `emu` fixture for the Metal-on-CPU emulator tests (hand-written MSL kernels).
-
-There is deliberately no conftest.py here: other test directories import their own `conftest` module by
-name, and a second one would shadow it."""
-import pytest
-
+"""Hand-written MSL for the emulator tests: the prelude every kernel source starts with, and line lookup for
+checking the MSL lines that reports name. (The `emu` fixture is in test/conftest.py.)"""
 PRELUDE = """#include <metal_stdlib>
 using namespace metal;
 #pragma METAL fp math_mode(safe)
@@ -25,9 +21,3 @@ def line_of(source: str, needle: str) -> int:
             return i
     raise AssertionError(f"{needle!r} not in source")
 
-
-@pytest.fixture(scope="session")
-def emu():
-    """The emulator package (test modules import this fixture by name)."""
-    from triton.backends.apple import emulator
-    return emulator

@@ -250,7 +250,7 @@ def _sum_bound(spec, out, src_vals: torch.Tensor):
 
 def compare(spec, got: List[torch.Tensor], exp: List[torch.Tensor]):
     """Returns (mismatches, number of skipped elements)."""
-    from fuzz_grammar import TORCH_DTYPE
+    from support.fuzz_grammar import TORCH_DTYPE
     mismatches: List[Mismatch] = []
     skipped = 0
     for out, g, e in zip(spec.outputs, got, exp):
@@ -316,7 +316,7 @@ def run_case(spec, device: str = "cpu") -> CaseResult:
     """Run `spec` on the apple backend (in this process, tensors on `device`: "cpu" for the emulator,
     "mps" on a Mac) and under the interpreter (worker process)."""
     import traceback
-    from fuzz_grammar import KERNEL_NAME, build_args
+    from support.fuzz_grammar import KERNEL_NAME, build_args
     path = write_module(spec.source)
     args_e, out_idx = build_args(spec)
     try:

@@ -250,7 +250,7 @@ def _emulator_converter(kernel: str, plan: List[Tuple[int, BufferSlot]]):
             return value
         _, p = plan[slot]
         if p.kind == POINTER:
-            return tensor_argument(kernel, p, value)
+            return tensor_argument(kernel, p, value, "cpu")
         return scalar_bytes(kernel, p, value)
 
     return convert
@@ -284,7 +284,7 @@ class AppleLauncher:
         not fit its parameter."""
         for pos, p in self.plan:
             if p.kind == POINTER:
-                tensor_argument(self.name, p, args[pos])
+                tensor_argument(self.name, p, args[pos], "cpu")
             else:
                 scalar_bytes(self.name, p, args[pos])
 
@@ -366,7 +366,7 @@ class MetalLaunch:
         buffers = []
         for pos, p in la.plan:
             if p.kind == POINTER:
-                t = tensor_argument(la.name, p, args[pos])
+                t = tensor_argument(la.name, p, args[pos], METAL_DEVICE)
                 if t.device.type != METAL_DEVICE:
                     raise KernelArgError(f"apple backend: kernel '{la.name}' argument '{p.name}' is on {t.device}; "
                                          "the Metal device needs mps tensors")

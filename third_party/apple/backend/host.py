@@ -1,5 +1,5 @@
-"""Facts about the machine this process runs on: whether PyTorch's MPS device is there, which Apple GPU
-family it has and how many GPU cores, and the family kernels are compiled for by default. The compiler and
+"""Facts about the machine this process runs on: whether PyTorch's MPS device is there, which Apple chip and
+GPU family it has and how many GPU cores, and the family kernels are compiled for by default. The compiler and
 the driver both ask here (the driver decides where kernels run; the compiler which family they target)."""
 from __future__ import annotations
 
@@ -34,6 +34,17 @@ def mac_family() -> Optional[str]:  # pragma: no cover - needs a Mac
         if f"Apple {chip}" in brand:
             return fam
     return "apple9" if "Apple M" in brand else None  # a newer chip has at least Apple9's features
+
+
+@functools.lru_cache(None)
+def mac_chip() -> Optional[str]:  # pragma: no cover - needs a Mac
+    """This Mac's chip as Apple names it ("M2 Pro", "M1"), from the CPU brand string ("Apple M2 Pro",
+    "Apple M1 (Virtual)"); None off a Mac or for a brand string that names no M-series chip."""
+    if platform.system() != "Darwin":
+        return None
+    import re
+    m = re.search(r"\b(M\d+)(?: (Pro|Max|Ultra))?\b", _sysctl("machdep.cpu.brand_string"))
+    return " ".join(part for part in m.groups() if part) if m else None
 
 
 def _sysctl(name: str) -> str:  # pragma: no cover - needs a Mac

@@ -148,20 +148,48 @@ def bytes_tensor(data: bytes, device: str):
     return t if device == "cpu" else t.to(device)
 
 
-def tensor_argument(kernel: str, p: BufferSlot, value: Any) -> Any:
-    """The tensor behind a pointer argument. `triton.reinterpret` views (TensorWrapper) bind their base
-    tensor: the kernel already reads the memory as the pointer's element type."""
+def tensor_argument(kernel: str, p: BufferSlot, value: Any, device: str) -> Any:
+    """The tensor behind a pointer argument, for a launch on torch device type `device`.
+
+    `triton.reinterpret` views (TensorWrapper) bind their base tensor: the kernel already reads the memory as
+    the pointer's element type. An integer is an address, as Triton's CUDA and HIP launchers take
+    `x.data_ptr()` for a pointer: it binds the bytes from that address to the end of the live tensor storage on
+    `device` that holds it (`address_view`), so the emulator still checks every access against that storage."""
     where = _where(kernel, p)
     while value is not None and not is_torch_tensor(value) and hasattr(value, "base") and hasattr(value, "data_ptr"):
         value = value.base
     if isinstance(value, int) and not isinstance(value, bool):
-        # Triton's CUDA and HIP launchers take a raw device address (`x.data_ptr()`) for a pointer; Metal binds
-        # buffers, and the emulator needs each buffer's extent to check the kernel's accesses
-        raise KernelArgError(f"{where} expects a tensor, got an int: a raw address cannot be bound (Metal binds "
-                             "buffers, not addresses); pass the tensor itself")
+        return address_view(where, value, device)
     if value is None or not hasattr(value, "data_ptr"):
         raise KernelArgError(f"{where} expects a tensor, got {type(value).__name__}")
     return value
+
+
+def address_view(where: str, address: int, device: str):
+    """A uint8 tensor over the bytes from `address` to the end of the storage of a live tensor on `device`
+    that holds it. Metal binds buffers, not addresses, and the emulator checks accesses against each buffer's
+    extent: an address is only as good as the storage it points into. The storages are found among the
+    objects Python's garbage collector tracks (torch tensors are), which costs tens of milliseconds a launch:
+    the price of an address where a tensor would do."""
+    import gc
+    import warnings
+
+    import torch
+    if address <= 0:
+        raise KernelArgError(f"{where} got the address {address}: a pointer argument needs a tensor or the address "
+                             "of one (x.data_ptr())")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # attribute reads of lazily imported modules may warn
+        for obj in gc.get_objects():
+            if not issubclass(type(obj), torch.Tensor) or obj.device.type != device or obj.is_meta:
+                continue
+            storage = obj.untyped_storage()
+            start = storage.data_ptr()
+            if start <= address < start + storage.nbytes():
+                view = torch.empty(0, dtype=torch.uint8, device=obj.device)
+                return view.set_(storage, address - start, (start + storage.nbytes() - address, ))
+    raise KernelArgError(f"{where} got the address 0x{address:x}, which is not inside any live {device} tensor: pass "
+                         f"the tensor itself, or the data_ptr() of a {device} tensor that is alive during the launch")
 
 
 def is_torch_tensor(value: Any) -> bool:

@@ -85,7 +85,6 @@ class ElementType:
     torch: str
     signature: Tuple[str, ...] = ()
     msl_unsigned: Optional[str] = None
-    is_float: bool = False
 
 
 ELEMENT_TYPES: Dict[str, ElementType] = {e.ir: e for e in (
@@ -95,21 +94,16 @@ ELEMENT_TYPES: Dict[str, ElementType] = {e.ir: e for e in (
     ElementType("i32", "int", 4, "int32", ("i32", "u32"), "uint"),
     ElementType("i64", "long", 8, "int64", ("i64", "u64"), "ulong"),
     ElementType("index", "long", 8, "int64", (), "ulong"),
-    ElementType("f16", "half", 2, "float16", ("fp16",), is_float=True),
-    ElementType("bf16", "bfloat", 2, "bfloat16", ("bf16",), is_float=True),
-    ElementType("f32", "float", 4, "float32", ("fp32",), is_float=True),
-    ElementType("f64", "tt_double", 8, "float64", ("fp64",), is_float=True),
-    ElementType("f8E4M3FN", "uchar", 1, "uint8", ("fp8e4nv",), is_float=True),
-    ElementType("f8E5M2", "uchar", 1, "uint8", ("fp8e5",), is_float=True),
+    ElementType("f16", "half", 2, "float16", ("fp16",)),
+    ElementType("bf16", "bfloat", 2, "bfloat16", ("bf16",)),
+    ElementType("f32", "float", 4, "float32", ("fp32",)),
+    ElementType("f64", "tt_double", 8, "float64", ("fp64",)),
+    ElementType("f8E4M3FN", "uchar", 1, "uint8", ("fp8e4nv",)),
+    ElementType("f8E5M2", "uchar", 1, "uint8", ("fp8e5",)),
 )}
 
 # Triton's signature spelling ("fp32", "u16") -> our IR's element type
 SIGNATURE_TO_IR: Dict[str, str] = {sig: e.ir for e in ELEMENT_TYPES.values() for sig in e.signature}
-
-
-def element_type(ir_name: str) -> Optional[ElementType]:
-    """The table row of an IR element type, or None (types Metal lacks)."""
-    return ELEMENT_TYPES.get(ir_name)
 
 
 def msl_scalar(name: str) -> MslScalar:
