@@ -2,7 +2,6 @@
 in a buffer slot of their own, in the packed-scalars buffer, and under torch.compile (which passes a Python
 float argument of a user-defined Triton kernel as a float64 scalar)."""
 import struct
-import warnings
 
 import pytest
 import torch
@@ -71,38 +70,56 @@ def test_float64_scalars_in_the_packed_buffer():
     assert ptrs[28].item() == 1.0
 
 
+# Runs in a subprocess: inductor repoints Triton's cache directory for the rest of its process.
+COMPILED_MODEL = """
+import warnings
+import torch, triton, triton.language as tl
+import torch._inductor.config as inductor_config
+
+
+@triton.jit
+def scale_shift_f64_args(x_ptr, out_ptr, scale, shift, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) * scale + shift, mask=mask)
+
+
+class ScaleShift(torch.nn.Module):
+
+    def __init__(self, scale, shift):
+        super().__init__()
+        self.scale, self.shift = scale, shift
+
+    def forward(self, x):
+        y = torch.relu(x) + 1.0
+        out = torch.empty_like(y)
+        n = y.numel()
+        scale_shift_f64_args[(triton.cdiv(n, 64), )](y, out, self.scale, self.shift, n, BLOCK=64)
+        return out.sum(dim=-1)
+
+
+model = ScaleShift(0.3, -1.25)
+x = torch.randn(8, 50)
+eager = model(x)
+with inductor_config.patch(cpu_backend="triton", compile_threads=1), warnings.catch_warnings(record=True) as seen:
+    warnings.simplefilter("always")
+    compiled = torch.compile(model, fullgraph=True)(x)
+torch.testing.assert_close(compiled, eager)
+# eager passes the floats as float32; the compiled graph's launch passed them as float64
+assert any("kernel 'scale_shift_f64_args' computes float64 in software" in str(w.message) for w in seen)
+print("compiled matches eager")
+"""
+
+
 @pytest.mark.slow
-def test_user_kernel_taking_a_python_float_under_torch_compile():
+def test_user_kernel_taking_a_python_float_under_torch_compile(tmp_path):
     """torch.compile passes the Python float of a user-defined Triton kernel as a float64 scalar (inductor's
     triton_utils); the compiled graph must match eager."""
-    import torch._inductor.config as inductor_config
-
-    @triton.jit
-    def scale_shift_f64_args(x_ptr, out_ptr, scale, shift, n, BLOCK: tl.constexpr):
-        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-        mask = offs < n
-        tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) * scale + shift, mask=mask)
-
-    class ScaleShift(torch.nn.Module):
-
-        def __init__(self, scale: float, shift: float):
-            super().__init__()
-            self.scale, self.shift = scale, shift
-
-        def forward(self, x):
-            y = torch.relu(x) + 1.0
-            out = torch.empty_like(y)
-            n = y.numel()
-            scale_shift_f64_args[(triton.cdiv(n, 64), )](y, out, self.scale, self.shift, n, BLOCK=64)
-            return out.sum(dim=-1)
-
-    model = ScaleShift(0.3, -1.25)
-    x = torch.randn(8, 50)
-    eager = model(x)
-    with inductor_config.patch(cpu_backend="triton", compile_threads=1), warnings.catch_warnings(record=True) as seen:
-        warnings.simplefilter("always")
-        torch._dynamo.reset()
-        compiled = torch.compile(model, fullgraph=True)(x)
-    torch.testing.assert_close(compiled, eager)
-    # eager passes the floats as float32; the compiled graph's launch passed them as float64
-    assert any("kernel 'scale_shift_f64_args' computes float64 in software" in str(w.message) for w in seen)
+    import os
+    import subprocess
+    import sys
+    script = tmp_path / "compiled_model.py"
+    script.write_text(COMPILED_MODEL)
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"))
+    res = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600, env=env)
+    assert res.returncode == 0 and "compiled matches eager" in res.stdout, res.stdout + res.stderr

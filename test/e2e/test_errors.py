@@ -56,17 +56,6 @@ def test_float64_values_are_computed_in_software_with_a_warning(device):
     assert out.item() == 3.0
 
 
-def test_float64_scalar_argument_is_refused_naming_it():
-
-    @triton.jit
-    def k(x_ptr, s: tl.float64):
-        tl.store(x_ptr, tl.load(x_ptr) + s)
-
-    from triton.backends.apple.errors import KernelArgError
-    with pytest.raises(KernelArgError, match="argument 's' .*float64 scalar arguments are not supported"):
-        k[(1, )](torch.zeros(4, dtype=torch.float64), 2.0)
-
-
 def test_shared_memory_over_32kb_is_refused():
     from triton.experimental import gluon
     from triton.experimental.gluon import language as gl

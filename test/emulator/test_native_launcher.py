@@ -319,7 +319,7 @@ BAD_ARGS = [
     (("x", "y", 1.5, 2.0), KernelArgError, r"argument 'n' \(i32\) expects an integer, got float"),
     (("x", "y", 16, 1e39), KernelArgError, r"argument 's' \(f32\): 1e\+39 does not fit in float"),
     (("x", "y", 16, "2"), KernelArgError, r"argument 's' \(f32\) expects a float, got str"),
-    (("x", "y", 16, 10**400), OverflowError, r"int too large to convert to float"),
+    (("x", "y", 16, 10**400), KernelArgError, r"argument 's' \(f32\): an integer of 401 digits is too large for a float"),
     (("x", "meta", 16, 2.0), emulator.EmulatorLaunchError, r"parameter 'y_ptr' got a tensor on meta"),
 ]
 

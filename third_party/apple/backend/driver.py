@@ -4,7 +4,7 @@ Metal-on-CPU emulator.
 Which one runs is decided once per process:
 - macOS with an MPS device: the GPU ("metal" mode). MSL is compiled by `torch.mps.compile_shader` and
   dispatched on PyTorch's current MPS stream. Off a Mac this code runs in the tests on an MPS stand-in
-  (test/backend/mps_standin.py; docs/mps_standin.md says which documented behaviour it encodes).
+  (test/support/mps_standin.py; docs/mps_standin.md says which documented behaviour it encodes).
 - anywhere else: the emulator ("emulator" mode), on torch CPU tensors. It is the active driver only when
   no other Triton driver (CUDA, ROCm) is active, so GPU machines keep working exactly as before.
 `TRITON_APPLE_DEVICE=emulator|metal|off` overrides the choice (`off`: this driver is never active).
@@ -37,7 +37,7 @@ from .target import (MAX_REGS_PER_THREAD, MAX_THREADGROUP_MEMORY, MAX_THREADS_PE
                      threads_per_threadgroup)
 
 # The torch device type of Metal-mode tensors. A constant, not a literal at each use, only so that the MPS
-# stand-in of the tests (test/backend/mps_standin.py, docs/mps_standin.md) can run this metal-mode code
+# stand-in of the tests (test/support/mps_standin.py, docs/mps_standin.md) can run this metal-mode code
 # unmodified on CPU tensors; nothing else changes it.
 METAL_DEVICE = "mps"
 
@@ -372,7 +372,7 @@ class MetalLaunch:
                                          "the Metal device needs mps tensors")
                 buffers.append(t)
             else:
-                buffers.append(bytes_tensor(scalar_bytes(la.name, p, args[pos]), METAL_DEVICE))
+                buffers.append(bytes_tensor(scalar_bytes(la.name, p, args[pos]), METAL_DEVICE, p.msl_type))
         added = la.added_buffers(METAL_DEVICE)
         buffers += added.values()
         if enter_hook is not None:

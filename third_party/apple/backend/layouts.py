@@ -3,7 +3,7 @@
 A layout maps (register, lane, warp) indices to tensor coordinates, linearly over GF(2): the coordinate
 of a thread's register is the XOR of the bases of the set bits of the three indices.
 
-`#ttg.blocked` and `#ttg.slice` are converted here in Python (test/backend/test_layouts.py checks the
+`#ttg.blocked` and `#ttg.slice` are converted here in Python (test/layouts/test_linear_layouts.py checks the
 result against libtriton's `GluonOpBuilder.to_linear_layout` over many parameters); other upstream
 encodings go through libtriton. Calling libtriton for every layout is avoided because its
 `to_linear_layout` binding leaks objects that nanobind reports at every interpreter exit, and it

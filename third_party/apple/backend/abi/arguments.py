@@ -137,14 +137,16 @@ def scalar_bytes(kernel: str, p: BufferSlot, value: Any) -> bytes:
         raise KernelArgError(f"{_where(kernel, p)}{' ' if text.startswith('expects') else ': '}{text}") from None
 
 
-def bytes_tensor(data: bytes, device: str):
-    """A tensor on torch device type `device` holding `data` (what a scalar or packed buffer binds): of the
-    integer dtype of the data's size where there is one, so that it reads naturally in a debugger."""
+def bytes_tensor(data: bytes, device: str, msl_type: str = ""):
+    """A tensor on torch device type `device` holding `data`, the bytes of a scalar of `msl_type` or of the
+    packed-scalars buffer. Of the scalar's own torch dtype where every torch device has it, so that a debugger
+    shows the value; of the signed integer type of its size for float64 (MPS has no float64) and the unsigned
+    types (MPS has few); int32 words for the packed buffer."""
     import torch
-    dtype = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}.get(len(data))
-    if dtype is None:
-        dtype = torch.int32 if len(data) % 4 == 0 else torch.uint8
-    t = torch.frombuffer(bytearray(data), dtype=dtype)
+    name = scalars.msl_scalar(msl_type).torch if msl_type else ""
+    if name in ("float64", "uint16", "uint32", "uint64") or not name:
+        name = {1: "uint8", 2: "int16", 4: "int32", 8: "int64"}.get(len(data), "int32" if len(data) % 4 == 0 else "uint8")
+    t = torch.frombuffer(bytearray(data), dtype=getattr(torch, name))
     return t if device == "cpu" else t.to(device)
 
 
@@ -181,13 +183,18 @@ def address_view(where: str, address: int, device: str):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # attribute reads of lazily imported modules may warn
         for obj in gc.get_objects():
-            if not issubclass(type(obj), torch.Tensor) or obj.device.type != device or obj.is_meta:
+            if not issubclass(type(obj), torch.Tensor):
                 continue
-            storage = obj.untyped_storage()
-            start = storage.data_ptr()
-            if start <= address < start + storage.nbytes():
+            try:  # tensors without memory of their own (meta, fake, functional ones) have no storage to bind
+                if obj.device.type != device:
+                    continue
+                storage = obj.untyped_storage()
+                start, nbytes = storage.data_ptr(), storage.nbytes()
+            except (RuntimeError, NotImplementedError):
+                continue
+            if start <= address < start + nbytes:
                 view = torch.empty(0, dtype=torch.uint8, device=obj.device)
-                return view.set_(storage, address - start, (start + storage.nbytes() - address, ))
+                return view.set_(storage, address - start, (start + nbytes - address, ))
     raise KernelArgError(f"{where} got the address 0x{address:x}, which is not inside any live {device} tensor: pass "
                          f"the tensor itself, or the data_ptr() of a {device} tensor that is alive during the launch")
 

@@ -144,7 +144,7 @@ def _real(value: Any) -> float:
         try:
             return float(value)
         except OverflowError:
-            raise ScalarValueError(f"{value} is too large for a float") from None
+            raise ScalarValueError(f"an integer of {len(str(abs(value)))} digits is too large for a float") from None
     if isinstance(value, (str, bytes)) or not hasattr(value, "__float__"):
         raise ScalarValueError(f"expects a float, got {type(value).__name__}")
     return float(value)
