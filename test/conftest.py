@@ -26,3 +26,19 @@ def emu():
     """The emulator package (`emu.compile_msl`, `emu.Scalar`, ...)."""
     from triton.backends.apple import emulator
     return emulator
+
+
+@pytest.fixture
+def mps(monkeypatch):
+    """The driver in metal mode on the MPS stand-in (support/mps_standin.py): kernels compile for the `mps` target
+    and launch through `torch.mps.compile_shader`'s interface; CPU tensors stand in for MPS tensors."""
+    import triton
+    from triton.backends.apple import driver as drv
+
+    from support.mps_standin import MPSStandin
+    standin = MPSStandin().install(monkeypatch)
+    triton.runtime.driver.set_active(drv.AppleDriver(mode="metal"))
+    try:
+        yield standin
+    finally:
+        triton.runtime.driver.reset_active()

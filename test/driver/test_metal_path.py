@@ -10,19 +10,7 @@ from triton.backends.apple import driver as drv
 from triton.backends.apple.abi.lock_table import LOCK_WORDS
 from triton.backends.apple.abi.debug_buffer import DeviceAssertionError
 
-from support.mps_standin import MPSStandin, StandinLimit
-
-
-@pytest.fixture
-def mps(monkeypatch):
-    """The driver in metal mode on the stand-in: kernels compile for the `mps` target and launch through
-    `torch.mps.compile_shader`'s interface; CPU tensors stand in for MPS tensors."""
-    standin = MPSStandin().install(monkeypatch)
-    triton.runtime.driver.set_active(drv.AppleDriver(mode="metal"))
-    try:
-        yield standin
-    finally:
-        triton.runtime.driver.reset_active()
+from support.mps_standin import StandinLimit
 
 
 def test_the_fixture_runs_the_metal_driver(mps):
