@@ -116,8 +116,8 @@ class EmulatorKernel:
         self.cache_hit = cache_hit
         self._lib = runtime_library()
         self._launcher = launcher()  # compiled (or found in Triton's cache) now: a machine without one fails here
-        LOADED_LIBRARIES.acquire(self)  # loads it now: a bad library fails at compile time
-        LOADED_LIBRARIES.release(self)
+        LOADED_LIBRARIES.acquire(self.so_path, self.name)  # loads it now: a bad library fails at compile time
+        LOADED_LIBRARIES.release(self.so_path)
         self._buffers = signature.buffers
         self._by_slot = {p.index: p for p in self._buffers}
         self._any_plan = None
@@ -299,11 +299,11 @@ class EmulatorKernel:
         once the arguments are bound, just before the kernel starts.
         ``config``: :func:`launch_config`'s tuple, or None for the knobs' settings. Raises
         :class:`EmulatorLaunchError` on any failure; buffers are written back only on success."""
-        entry = LOADED_LIBRARIES.acquire(self)
+        entry = LOADED_LIBRARIES.acquire(self.so_path, self.name)
         try:
             result = self._launcher.launch(plan, entry, grid, threadgroup, config, args, extra, enter_hook, metadata)
         finally:
-            LOADED_LIBRARIES.release(self)
+            LOADED_LIBRARIES.release(self.so_path)
         if result is not None:
             res = LaunchResult(*result)
             if res.events:

@@ -7,14 +7,11 @@ import collections
 import ctypes
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, List
+from typing import List
 
 from .. import knobs
 from . import build
 from .errors import EmulatorError
-
-if TYPE_CHECKING:
-    from .kernel import EmulatorKernel
 
 ABI_VERSION = 7  # TT_EMU_ABI_VERSION in emulator_runtime.h
 
@@ -60,8 +57,9 @@ class _LoadedLibraries:
         self._lock = threading.Lock()
         self._loaded: "collections.OrderedDict[str, list]" = collections.OrderedDict()  # path -> [handle, entry, users]
 
-    def acquire(self, kernel: "EmulatorKernel") -> int:
-        path = str(kernel.so_path)
+    def acquire(self, so_path: Path, kernel_name: str) -> int:
+        """The entry point of the kernel library `so_path` (loaded now if it is not), held until `release`."""
+        path = str(so_path)
         with self._lock:
             rec = self._loaded.get(path)
             if rec is None:
@@ -71,15 +69,15 @@ class _LoadedLibraries:
                 rec = self._loaded[path] = [lib._handle, entry, 0]
                 if abi != ABI_VERSION:
                     self._unload(path)
-                    raise EmulatorError(f"kernel '{kernel.name}': {path} was built for emulator ABI {abi}, the "
+                    raise EmulatorError(f"kernel '{kernel_name}': {path} was built for emulator ABI {abi}, the "
                                         f"runtime has {ABI_VERSION}")
             self._loaded.move_to_end(path)
             rec[2] += 1
             return rec[1]
 
-    def release(self, kernel: "EmulatorKernel") -> None:
+    def release(self, so_path: Path) -> None:
         with self._lock:
-            rec = self._loaded.get(str(kernel.so_path))
+            rec = self._loaded.get(str(so_path))
             if rec is not None:
                 rec[2] -= 1
             if len(self._loaded) <= 1:  # never over the limit (at least 1): no need to read it

@@ -25,6 +25,7 @@ from ..target import MAX_BUFFER_SLOTS
 from .control_flow_ops import lower_body
 from .context import BUILTIN_INPUTS, KernelContext
 from .emitter import FunctionEmitter, Lowered
+from . import msl_library
 from .msl_types import msl_function_name
 from .registry import build_table
 from .atomic_ops import FAMILY as ATOMIC
@@ -51,15 +52,13 @@ OP_FAMILIES = (ATOMIC, BARRIER, CONSTANT, CONTROL_FLOW, CONVERT_LAYOUT, DEBUG, D
             LOAD_STORE, LOCAL_MEMORY, MAP_ELEMENTWISE, REDUCE, SCAN, SPMD, VIEW)
 LOWERINGS = build_table(OP_FAMILIES)
 
-PRELUDE = """#include <metal_stdlib>
-using namespace metal;
-{math_mode}
-"""
-# Declares the kernel's threadgroup memory (only kernels that use some); the emulator defines its own.
-THREADGROUP_BUFFER = """#ifndef TT_THREADGROUP_BUFFER
-#define TT_THREADGROUP_BUFFER(name, nbytes) threadgroup alignas(16) uchar name[nbytes]
-#endif
-"""
+
+
+def prelude(fast_math: bool) -> str:
+    """The first lines of every kernel's source. Triton's NaN/Inf semantics need Metal's safe math mode unless the
+    kernel opts into fast math."""
+    return "\n".join(["#include <metal_stdlib>", "using namespace metal;",
+                      f"#pragma METAL fp math_mode({'fast' if fast_math else 'safe'})", ""])
 
 
 @dataclass
@@ -221,11 +220,9 @@ def lower_module(module: Module, options) -> LoweredKernel:
     ctx.check_shared_bytes()
     shared = ctx.shared_bytes
 
-    fast = getattr(options, "fast_math", False)
-    lines: List[str] = PRELUDE.format(math_mode="#pragma METAL fp math_mode(fast)" if fast else
-                                      "#pragma METAL fp math_mode(safe)").splitlines()
+    lines: List[str] = prelude(bool(getattr(options, "fast_math", False))).splitlines()
     if shared:
-        lines += THREADGROUP_BUFFER.splitlines()
+        lines += msl_library.helper("tt_threadgroup_buffer").text.splitlines()
     helpers = list(ctx.helpers.values())
     for i, text in enumerate(helpers):
         lines += text.splitlines()
