@@ -1,8 +1,9 @@
 /*
  * Metal-on-CPU emulator: the C ABI between
- *   - the Python side (backend/emulator/runtime.py, through ctypes), which calls tt_emu_launch_begin/_wait,
+ *   - the launcher (native/launcher.c, which emulator/launcher.py builds and binds to the runtime's function
+ *     addresses), which calls tt_emu_launch_begin/_wait,
  *   - compiled kernels (MSL + metal_compat.h), which call the __tt_* hooks declared below,
- *   - the runtime itself (lib/emulator_runtime.cpp).
+ *   - the runtime itself (native/emulator_runtime.cpp).
  *
  * Plain C, no Metal keywords: this header is included both by the runtime and, through
  * metal_compat.h, by every kernel translation unit. Bump TT_EMU_ABI_VERSION whenever a struct or
