@@ -3,11 +3,15 @@
 Types print back to the exact MLIR spelling they were parsed from (``str(t)``), so dumps of our IR
 read like upstream's. Encodings are plain frozen dataclasses; `layouts.py` turns them into linear
 layouts. `AppleMmaEncoding` is ours: upstream's verifier cannot hold it, so it only exists here.
+Every scalar, pointer, tensor and memdesc type knows its size in memory (`nbytes`, from the kernel ABI's one
+scalar table `abi/scalars.py`), which passes and lowering both read.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Optional, Tuple
+
+from ..abi.scalars import ELEMENT_TYPES
 
 INT_WIDTHS = {"i1": 1, "i8": 8, "i16": 16, "i32": 32, "i64": 64}
 FLOAT_WIDTHS = {"f16": 16, "bf16": 16, "f32": 32, "f64": 64, "f8E4M3FN": 8, "f8E5M2": 8, "f8E4M3FNUZ": 8,
@@ -47,6 +51,13 @@ class ScalarType(Type):
             return 64
         return INT_WIDTHS.get(self.name) or FLOAT_WIDTHS[self.name]
 
+    @property
+    def nbytes(self) -> int:
+        """Bytes of one value in memory: the kernel ABI's size where it has this type, else whole bytes of
+        the bit width (fp8 variants the ABI does not list)."""
+        row = ELEMENT_TYPES.get(self.name)
+        return row.nbytes if row is not None else max(1, self.bitwidth // 8)
+
 
 @dataclass(frozen=True)
 class PointerType(Type):
@@ -60,6 +71,11 @@ class PointerType(Type):
     @property
     def bitwidth(self) -> int:
         return 64
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of a pointer in memory (a 64-bit device address)."""
+        return 8
 
 
 @dataclass(frozen=True)
@@ -155,6 +171,11 @@ class _Shaped:
         for d in self.shape:
             n *= d
         return n
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of every element stored unpadded (a shared buffer holds its tensor row-major)."""
+        return self.numel * self.element.nbytes
 
     def _dims(self) -> str:
         return "".join(f"{d}x" for d in self.shape)

@@ -2,9 +2,10 @@
 
 Metal offers only relaxed atomics, on 32-bit integers (device and threadgroup memory) and 32-bit floats
 (add/sub/exchange, device memory). 16-bit float add and 16-bit compare-and-swap update their half of the
-containing 32-bit word with a compare-and-swap loop (msl_helpers: tt_atomic_add16, tt_atomic_cas16); 64-bit
+containing 32-bit word with a compare-and-swap loop (msl/atomics.metal: tt_atomic_add16, tt_atomic_cas16); 64-bit
 ones take one of the forms wide_atomics.py chooses (two 32-bit words, Apple9's ulong min/max, or a lock).
-Triton's acquire/release semantics are built from relaxed atomics plus device-scope fences around them. Each element's atomic is performed by exactly one thread (the owner);
+Triton's acquire/release semantics are built from relaxed atomics plus device-scope fences around them (every
+spelling comes from `em.target`). Each element's atomic is performed by exactly one thread (the owner);
 when the result is used and the layout replicates elements, the owner shares it through threadgroup
 memory. Float compare-and-swap compares bit patterns, as Triton's does (a float CAS loop would spin
 forever on NaN).
@@ -15,23 +16,14 @@ from typing import List
 
 from ..ir import Op
 from ..ir.types import ScalarType
-from ..target import family
 from .emitter import FunctionEmitter, Lowered, elem_type, is_tensor
-from .msl_types import elem_bytes
 from .registry import OpFamily
 from .shared_memory import index_expr, row_major_strides
 from .wide_atomics import form, is_wide
 
 FAMILY = OpFamily("atomic")
 
-_RMW = {
-    "add": "atomic_fetch_add_explicit", "fadd": "atomic_fetch_add_explicit", "and": "atomic_fetch_and_explicit",
-    "or": "atomic_fetch_or_explicit", "xor": "atomic_fetch_xor_explicit", "max": "atomic_fetch_max_explicit",
-    "min": "atomic_fetch_min_explicit", "umax": "atomic_fetch_max_explicit", "umin": "atomic_fetch_min_explicit",
-    "exch": "atomic_exchange_explicit", "xchg": "atomic_exchange_explicit"
-}
 _UNSIGNED = {"umax", "umin"}
-_FENCE = "atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);"
 
 
 def _sem(op: Op) -> str:
@@ -41,13 +33,12 @@ def _sem(op: Op) -> str:
 def _atomic_type(em: FunctionEmitter, op: Op, kind: str, ty: ScalarType) -> tuple:
     """(MSL atomic type, MSL value type) for an RMW `kind` on element type `ty`, or a clear refusal."""
     if ty.name == "f32":
-        if kind in ("fadd", "exch", "xchg"):
-            return "atomic_float", "float"
+        if kind in em.target.FLOAT_ATOMIC_KINDS:
+            return em.target.atomic_type("float"), "float"
         raise em.unsupported(f"atomic {kind} on float32 is not supported by Metal")
     if ty.name in ("i32", ):
-        if kind in _UNSIGNED:
-            return "atomic_uint", "uint"
-        return "atomic_int", "int"
+        vtype = "uint" if kind in _UNSIGNED else "int"
+        return em.target.atomic_type(vtype), vtype
     if ty.name in ("f16", "bf16"):
         raise em.unsupported(f"atomic {kind} on {ty.name} is not supported: Metal has no 16-bit atomics and "
                              "only add and compare-and-swap are built from 32-bit ones")
@@ -66,14 +57,13 @@ def _wide_atomic(em: FunctionEmitter, op: Op, kind: str):
     if ty.name == "f64" and kind not in ("fadd", "exch", "xchg", "cas"):
         raise em.unsupported(f"atomic {kind} on float64 is not supported (Triton's frontend expresses float "
                              "min/max as integer min/max on the bits)")
-    how = form(op, family(em.ctx.options.arch), em.ctx.used_values, em.ctx.uses_locks)
+    how = form(op, em.target, em.ctx.used_values, em.ctx.uses_locks)
     if how == "words":
         helper, fn = _WORD_HELPERS[kind]
         em.ctx.require(helper)
         return (lambda ptr, value, cmp: f"{fn}((device long*){ptr}, long({value}))"), False
     if how == "native":
-        fn = "atomic_max_explicit" if kind == "umax" else "atomic_min_explicit"
-        return (lambda ptr, value, cmp: f"{fn}((device atomic_ulong*){ptr}, ulong({value}), memory_order_relaxed)"), False
+        return (lambda ptr, value, cmp: em.target.atomic64_min_max(kind, ptr, f"ulong({value})")), False
     fn = em.ctx.require_locked_atomic64(kind)
     soft = ty.name == "f64"
 
@@ -103,7 +93,7 @@ def _emit_per_owned_element(em: FunctionEmitter, op: Op, body) -> List[Lowered]:
     if used and replicated:
         ty = res.type
         numel = ty.numel if tensor else 1
-        buf = em.scratch(op, [(out.ctype, numel * elem_bytes(elem_type(res)))], "atomic_smem")[0]
+        buf = em.scratch(op, [(out.ctype, numel * elem_type(res).nbytes)], "atomic_smem")[0]
         strides = row_major_strides(ty.shape) if tensor else []
         with em.owned_regs(lay) as r:
             em.emit(em.tg_store(buf, index_expr(em, lay, r, strides) if tensor else "0", out.at(r), out.ctype))
@@ -117,7 +107,7 @@ def _emit_per_owned_element(em: FunctionEmitter, op: Op, body) -> List[Lowered]:
 @FAMILY.lowers("tt.atomic_rmw")
 def _atomic_rmw(em: FunctionEmitter, op: Op) -> None:
     kind = op.attrs["atomic_rmw_op"]
-    if kind not in _RMW:
+    if not em.target.has_atomic_rmw(kind):
         raise em.unsupported(f"atomic operation {kind!r} is not supported")
     ty = elem_type(op.operands[1])
     ptr, val = em.get(op.operands[0]), em.get(op.operands[1])
@@ -133,12 +123,12 @@ def _atomic_rmw(em: FunctionEmitter, op: Op) -> None:
             return f"{em.ctx.require('tt_atomic_add16')}({ptr.at(r)}, {value})"
         if wide:
             return wide_call(ptr.at(r), value, None)
-        return f"{_RMW[kind]}((device {atype}*){ptr.at(r)}, {value}, memory_order_relaxed)"
+        return em.target.atomic_rmw(kind, em.target.device_atomic(atype, ptr.at(r)), value)
 
     mask = em.get(op.operands[2]) if len(op.operands) > 2 else None
     sem = _sem(op)
     if sem in ("release", "acq_rel"):
-        em.emit(_FENCE)
+        em.emit(em.target.device_fence())
 
     def body(r, out):
         if mask is not None:
@@ -157,7 +147,7 @@ def _atomic_rmw(em: FunctionEmitter, op: Op) -> None:
 
     _emit_per_owned_element(em, op, body)
     if sem in ("acquire", "acq_rel"):
-        em.emit(_FENCE)
+        em.emit(em.target.device_fence())
 
 
 @FAMILY.lowers("tt.atomic_cas")
@@ -170,7 +160,7 @@ def _atomic_cas(em: FunctionEmitter, op: Op) -> None:
     wide_call = _wide_atomic(em, op, "cas")[0] if is_wide(op) else None
     sem = _sem(op)
     if sem in ("release", "acq_rel"):
-        em.emit(_FENCE)
+        em.emit(em.target.device_fence())
     bits = ty.name == "f32"
 
     def body(r, out):
@@ -184,17 +174,17 @@ def _atomic_cas(em: FunctionEmitter, op: Op) -> None:
         exp = em.temp("expected")
         c = f"as_type<uint>({cmp.at(r)})" if bits else cmp.at(r)
         v = f"as_type<uint>({val.at(r)})" if bits else val.at(r)
-        at = "atomic_uint" if bits else "atomic_int"
         vt = "uint" if bits else "int"
         em.emit(f"{vt} {exp} = {c};")
-        em.open(f"while (!atomic_compare_exchange_weak_explicit((device {at}*){ptr.at(r)}, &{exp}, {v}, "
-                f"memory_order_relaxed, memory_order_relaxed) && {exp} == {c})")
+        swap = em.target.atomic_compare_exchange(em.target.device_atomic(em.target.atomic_type(vt), ptr.at(r)),
+                                                 f"&{exp}", v)
+        em.open(f"while (!{swap} && {exp} == {c})")
         em.close()
         em.emit(f"{out.at(r)} = {'as_type<float>(' + exp + ')' if bits else exp};")
 
     _emit_per_owned_element(em, op, body)
     if sem in ("acquire", "acq_rel"):
-        em.emit(_FENCE)
+        em.emit(em.target.device_fence())
 
 
 @FAMILY.lowers("tt.atomic_poll")
@@ -211,12 +201,12 @@ def _atomic_poll(em: FunctionEmitter, op: Op) -> None:
     ptr, expected = em.get(op.operands[0]), em.get(op.operands[1])
     lay = em.layout(op.operands[0].type)
     with em.owned_regs(lay) as r:
-        em.open(f"while (atomic_load_explicit((device atomic_int*){ptr.at(r)}, memory_order_relaxed) != "
-                f"{expected.at(r)})")
+        current = em.target.atomic_load(em.target.device_atomic(em.target.atomic_type("int"), ptr.at(r)))
+        em.open(f"while ({current} != {expected.at(r)})")
         em.close()
     if _sem(op) in ("acquire", "acq_rel"):
-        em.emit(_FENCE)
-    em.emit("threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);")
+        em.emit(em.target.device_fence())
+    em.emit(em.target.barrier(device=True))
     name = em.fresh(op.result.name)
     em.emit(f"const bool {name} = true;")
     em.scalar_or_splat(op.result, name, "bool")

@@ -11,4 +11,4 @@ FAMILY = OpFamily("barrier")
 
 @FAMILY.lowers("ttg.barrier", "gpu.barrier")
 def _barrier(em: FunctionEmitter, op: Op) -> None:
-    em.emit("threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);")
+    em.emit(em.target.barrier(device=True))

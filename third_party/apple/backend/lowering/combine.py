@@ -1,9 +1,10 @@
 """Regions emitted once as MSL functions and called per element: the combine region of `tt.reduce` and
-`tt.scan` (called at every combining step) and the scalar function of `tt.map_elementwise`; and the
-per-operand scratch reduce and scan share in threadgroup memory."""
+`tt.scan` (called at every combining step) and the scalar function of `tt.map_elementwise`; and what reduce
+and scan share besides (upstream's ReduceScanCommon): whether a combine region is one op
+(`single_combine_op`, which picks a simdgroup builtin) and the per-operand scratch in threadgroup memory."""
 from __future__ import annotations
 
-from typing import List, Sequence
+from typing import List, Optional, Sequence
 
 from ..ir import Op, Region, Value
 from ..ir.types import TensorType
@@ -74,6 +75,19 @@ def _capture_externals(em: FunctionEmitter, sub: FunctionEmitter, region: Region
 def _define(em: FunctionEmitter, name: str, params: List[str], sub: FunctionEmitter) -> None:
     lines, _ = sub.text_with_origins()
     em.ctx.add_function(name, f"static inline void {name}({', '.join(params)}) {{\n" + "\n".join(lines) + "\n}")
+
+
+def single_combine_op(op: Op) -> Optional[Op]:
+    """The op of a reduce/scan combine region that is exactly `return a <op> b` of its two arguments (in
+    either order), else None."""
+    block = op.regions[0].entry
+    if len(block.ops) != 2 or len(block.args) != 2:
+        return None
+    combine, ret = block.ops
+    if list(ret.operands) != [combine.result] or len(combine.operands) != 2 or \
+            {id(v) for v in combine.operands} != {id(a) for a in block.args}:
+        return None
+    return combine
 
 
 def emit_combine_function(em: FunctionEmitter, op: Op, hint: str, wide_bf16: bool = False) -> RegionFunction:

@@ -19,6 +19,7 @@ from .wide_atomics import kernel_needs_locks
 from .msl_helpers import locked_atomic64_helper, locked_atomic64_requires, shuffle_helper, shuffle_requires
 from .msl_types import buffer_bytes
 from .registry import Lowering
+from .target_info import MetalTargetInfo
 
 F64 = ScalarType("f64")
 
@@ -47,13 +48,12 @@ class KernelContext:
         self.demote_f64 = bool(getattr(options, "allow_fp64_demotion", False))
         self.helpers: Dict[str, str] = {}  # MSL function definitions emitted before the kernel, in order
         self.debug_formats: List[dict] = []  # tt.print / tt.assert record formats
-        # bfloat16 results also held unrounded in float (id(value) -> its float Lowered; see scan_ops)
-        self.wide_values: Dict[int, object] = {}
         self.uses_smem = False
         self.upstream_shared = int(module.attrs.get("ttg.shared", 0))
         self.used_values = {id(v) for f in module.functions for op in f.walk() for v in op.operands}
         self.has_debug = any(op.name in ("tt.print", "tt.assert") for f in module.functions for op in f.walk())
-        self.uses_locks = kernel_needs_locks(module, family(options.arch), self.used_values)
+        self.target = MetalTargetInfo(family(options.arch))  # Metal spellings and family gates
+        self.uses_locks = kernel_needs_locks(module, self.target, self.used_values)
         self._function_names: Dict[str, str] = {}
         self._generated_names: Dict[str, int] = {}
         self._scratch_end = 0  # end of the highest scratch region placed outside upstream's allocation

@@ -7,6 +7,7 @@ so that swapping carried values works.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import List, Sequence
 
 from ..ir import Block, Op, Region, Value
@@ -224,7 +225,9 @@ class _StructuredCfg:
             em.emit(f"{self.flags[id(target)]} = true;")
             return
         for a, v in zip(target.args, values):
-            em.bind(a, v)
+            # the unrounded float of a bfloat16 scan result belongs to that result: a block argument is the
+            # rounded bfloat16 value
+            em.bind(a, replace(v, unrounded=None) if v.unrounded is not None else v)
         self.emit(target)
 
 

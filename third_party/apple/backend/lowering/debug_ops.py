@@ -13,7 +13,7 @@ from typing import List
 from ..abi.debug_buffer import BUFFER_WORDS, HEADER_WORDS
 from ..ir import Op
 from ..ir.types import TensorType
-from .elementwise_ops import fp8_to_float
+from .conversions import fp8_to_float
 from .emitter import FunctionEmitter, elem_type
 from .registry import OpFamily
 from .shared_memory import index_expr, row_major_strides
@@ -38,8 +38,8 @@ def _value_words(em: FunctionEmitter, ty, expr: str) -> List[str]:
 def _emit_record(em: FunctionEmitter, fmt_id: int, index: str, words: List[str]) -> None:
     n = HEADER_WORDS + len(words)
     pos = em.temp("dbg_pos")
-    em.emit(f"const uint {pos} = atomic_fetch_add_explicit((device atomic_uint*)tt_debug, {n}u, "
-            "memory_order_relaxed) + 1u;")
+    cursor = em.target.device_atomic(em.target.atomic_type("uint"), "tt_debug")
+    em.emit(f"const uint {pos} = {em.target.atomic_rmw('add', cursor, f'{n}u')} + 1u;")
     em.open(f"if ({pos} + {n}u <= {BUFFER_WORDS}u)")
     header = [str(n) + "u", f"{fmt_id}u", "tt_pid.x", "tt_pid.y", "tt_pid.z", f"uint({index})"]
     for i, w in enumerate(header + words):

@@ -25,9 +25,8 @@ from typing import List
 from ..ir import Op
 from ..ir.types import AppleMmaEncoding, DotOperandEncoding, MemDescType, TensorType
 from ..layouts import LinearLayout
-from .elementwise_ops import fp8_to_float
+from .conversions import fp8_to_float
 from .emitter import FunctionEmitter, elem_type, linear_expr
-from .msl_types import elem_bytes
 from .registry import OpFamily
 from .shared_memory import index_expr, row_major_strides, store_registers
 
@@ -84,12 +83,12 @@ def _dot_simdgroup(em: FunctionEmitter, op: Op) -> None:
     #    they do not fit in the room left (each round a slab of Kc columns of A and rows of B)
     in_regs = {id(v): _holds_fragments(v, enc) for v in (a_v, b_v)}
     staged = [v for v in (a_v, b_v) if not isinstance(v.type, MemDescType) and not in_regs[id(v)]]
-    staged_bytes = sum(v.type.numel * elem_bytes(elem_type(v)) for v in staged)
+    staged_bytes = sum(v.type.nbytes for v in staged)
     rounds = 1
     while staged and staged_bytes // rounds > em.ctx.scratch_room(op) and (K // rounds) % 16 == 0:
         rounds *= 2
     kc = K // rounds
-    views = em.scratch(op, [(in_t, v.type.numel * elem_bytes(elem_type(v)) // rounds) for v in staged],
+    views = em.scratch(op, [(in_t, v.type.nbytes // rounds) for v in staged],
                        "operand_smem") if staged else []
     bufs = {id(v): view for v, view in zip(staged, views)}
     if rounds == 1:
@@ -141,11 +140,11 @@ def _dot_simdgroup(em: FunctionEmitter, op: Op) -> None:
     a_k, a_round = (kc, kk) if a_v in staged and rnd is not None else (K, step)
     b_k, b_round = (kc, kk) if b_v in staged and rnd is not None else (K, step)
     a_regs = f"({bt} << {1 + _log2(K // 8) + _log2(fm)}) | ({i} << {1 + _log2(K // 8)}) | ({step} << 1)"
-    a_smem = f"{a_s} + {bt} * {M * a_k} + ({wrow} + 8 * {i}) * {a_k} + 8 * {a_round}, {a_k}"
-    _load_fragments(em, af, i, fm, in_t, a_v, a_s is None, a_regs, a_smem)
+    a_tg = f"{a_s} + {bt} * {M * a_k} + ({wrow} + 8 * {i}) * {a_k} + 8 * {a_round}, {a_k}"
+    _load_fragments(em, af, i, fm, in_t, a_v, a_s is None, a_regs, a_tg)
     b_regs = f"({bt} << {1 + _log2(fn_) + _log2(K // 8)}) | ({step} << {1 + _log2(fn_)}) | ({j} << 1)"
-    b_smem = f"{b_s} + {bt} * {b_k * N} + 8 * {b_round} * {N} + {wcol} + 8 * {j}, {N}"
-    _load_fragments(em, bf, j, fn_, in_t, b_v, b_s is None, b_regs, b_smem)
+    b_tg = f"{b_s} + {bt} * {b_k * N} + 8 * {b_round} * {N} + {wcol} + 8 * {j}, {N}"
+    _load_fragments(em, bf, j, fn_, in_t, b_v, b_s is None, b_regs, b_tg)
     em.open(f"for (uint {i} = 0; {i} < {fm}; ++{i})")
     em.open(f"for (uint {j} = 0; {j} < {fn_}; ++{j})")
     em.emit(f"simdgroup_multiply_accumulate({acc}[{i} * {fn_} + {j}], {af}[{i}], {bf}[{j}], "
@@ -183,14 +182,14 @@ def _store_round(em: FunctionEmitter, v, buf: str, is_a: bool, kc: int, rnd: str
 
 
 def _load_fragments(em: FunctionEmitter, frags: str, idx: str, count: int, in_t: str, v, in_regs: bool,
-                    reg_base: str, smem_args: str) -> None:
+                    reg_base: str, tg_args: str) -> None:
     em.open(f"for (uint {idx} = 0; {idx} < {count}; ++{idx})")
     if in_regs:
         regs = em.get(v)
         for e in range(2):
             em.emit(f"{frags}[{idx}].thread_elements()[{e}] = {in_t}({regs.at(f'{reg_base} | {e}')});")
     else:
-        em.emit(f"simdgroup_load({frags}[{idx}], {smem_args});")
+        em.emit(f"simdgroup_load({frags}[{idx}], {tg_args});")
     em.close()
 
 

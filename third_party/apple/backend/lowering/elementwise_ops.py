@@ -1,38 +1,23 @@
 """Lowering of elementwise ops: `arith.*`, `math.*`, and Triton's elementwise `tt.*` ops.
 
-Every op here works register by register, so one function (`elementwise`) handles scalars, tensors and
-splat ("uniform") tensors alike; the per-op code only builds the MSL expression for one register.
+Every op here works register by register, so one function (`emitter.elementwise`) handles scalars, tensors
+and splat ("uniform") tensors alike; the per-op code only builds the MSL expression for one register. The
+conversions other families share (fp8 decoding, float to integer) are in `conversions.py`.
 bfloat16 arithmetic is done in float and rounded back (Metal's bfloat arithmetic is not on every
 family); half uses Metal's native half arithmetic, which rounds each operation like IEEE binary16.
 """
 from __future__ import annotations
 
-from typing import Callable, List
-
 from ..ir import Op
 from ..ir.types import PointerType
-from .emitter import FunctionEmitter, elem_type, element_types, is_tensor
+from .conversions import FP8_FORMATS, float_to_int, fp8_to_float
+from .emitter import FunctionEmitter, elem_type, element_types, elementwise
 from . import soft_f64
 from .msl_helpers import metal_math
 from .msl_types import unsigned_type
 from .registry import OpFamily
 
 FAMILY = OpFamily("elementwise")
-
-
-def elementwise(em: FunctionEmitter, op: Op, make: Callable[[List[str]], str]) -> None:
-    """Emit `result = make(operands)` per register; splat-only inputs give a splat (scalar) result."""
-    ins = [em.get(v) for v in op.operands]
-    res = op.result
-    if not is_tensor(res) or all(not i.is_tensor or i.uniform for i in ins):
-        name = em.fresh(res.name)
-        ct = em.ctype(res.type)
-        em.emit(f"{ct} {name} = {make([i.at(0) for i in ins])};")
-        em.scalar_or_splat(res, name, ct)
-        return
-    out = em.declare(res)
-    with em.for_regs(out.regs) as r:
-        em.emit(f"{out.at(r)} = {make([i.at(r) for i in ins])};")
 
 
 def _in_float(op: Op, expr: str, which: int = 0) -> str:
@@ -207,17 +192,6 @@ def _select(em: FunctionEmitter, op: Op) -> None:
 
 # -- casts -------------------------------------------------------------------------------------------
 
-_INT_LIMITS = {
-    8: ("-128.0f", "128.0f", "char(-128)", "char(127)"),
-    16: ("-32768.0f", "32768.0f", "short(-32768)", "short(32767)"),
-    32: ("-2147483648.0f", "2147483648.0f", "int(-2147483647 - 1)", "int(2147483647)"),
-    64: ("-9223372036854775808.0f", "9223372036854775808.0f", "long(-9223372036854775807L - 1)",
-         "long(9223372036854775807L)"),
-}
-_UINT_LIMITS = {8: ("256.0f", "uchar(255)"), 16: ("65536.0f", "ushort(65535)"), 32: ("4294967296.0f", "uint(~0u)"),
-                64: ("18446744073709551616.0f", "ulong(~0ul)")}
-
-
 @FAMILY.lowers("arith.extsi", "arith.trunci", "arith.index_cast", "arith.index_castui")
 def _int_resize(em: FunctionEmitter, op: Op) -> None:
     src, dst = elem_type(op.operands[0]), elem_type(op.result)
@@ -268,29 +242,6 @@ def _fptoi(em: FunctionEmitter, op: Op) -> None:
     elementwise(em, op, lambda a: float_to_int(em, value(a[0]), dst, op.name == "arith.fptosi"))
 
 
-def float_to_int(em: FunctionEmitter, expr: str, dst, signed: bool) -> str:
-    """MSL of float `expr` converted to integer type `dst` as Triton converts: toward zero, saturating at the
-    type's limits, NaN to 0."""
-    ct, bits = em.ctype(dst), dst.bitwidth
-    if signed:
-        lo, hi, imin, imax = _INT_LIMITS[bits]
-        return f"{em.ctx.require('tt_fptosi')}<{ct}>({expr}, {lo}, {hi}, {imin}, {imax})"
-    hi, imax = _UINT_LIMITS[bits]
-    return f"{ct}({em.ctx.require('tt_fptoui')}<{unsigned_type(dst)}>({expr}, {hi}, {imax}))"
-
-
-# fp8 formats: (mantissa bits, exponent bias, largest finite value, NaN code, has infinities)
-FP8_FORMATS = {"f8E5M2": (2, 15, "57344.0f", "uchar(0x7F)", True), "f8E4M3FN": (3, 7, "448.0f", "uchar(0x7F)", False)}
-
-
-def fp8_to_float(em: FunctionEmitter, ty, expr: str) -> str:
-    """MSL float value of `expr`, an element of type `ty`: fp8 values (held as their byte) are decoded."""
-    if ty.name not in FP8_FORMATS:
-        return f"float({expr})"
-    mbits, bias, _, _, has_inf = FP8_FORMATS[ty.name]
-    return f"{em.ctx.require('tt_from_fp8')}({expr}, {mbits}u, {bias}, {'true' if has_inf else 'false'})"
-
-
 @FAMILY.lowers("arith.extf", "arith.truncf", "tt.fp_to_fp")
 def _fresize(em: FunctionEmitter, op: Op) -> None:
     """Float conversions. fp8 results round to nearest even (or toward zero, `rounding = rtz`) and saturate to
@@ -314,7 +265,7 @@ def _fresize(em: FunctionEmitter, op: Op) -> None:
         fn = em.ctx.require("tt_to_half_rtz" if dst.name == "f16" else "tt_to_bfloat_rtz")
         elementwise(em, op, lambda a: f"{fn}({a[0]})")
         return
-    wide = em.ctx.wide_values.get(id(op.operands[0]))
+    wide = em.get(op.operands[0]).unrounded
     if wide is not None and dst.name == "f32":  # a bfloat16 scan result: read its float accumulator
         em.bind(op.result, wide)
         return

@@ -5,8 +5,10 @@ A distributed tensor lowers to one MSL array per thread, `T name[R]`, where R is
 of its linear layout; register `r` of the calling thread holds the element at `layout.coord(r, lane, warp)`.
 A tensor known to hold one value in every register (a splat) stays a scalar and is read as such.
 
-Op lowerings read only what this module and `context.KernelContext` declare: the emitter's `ctx`, `axis`
-(axis info of the function) and `out_params` (a callee's result slots), and the methods below.
+Op lowerings read only what this module and `context.KernelContext` declare: the emitter's `ctx`, `target`
+(the kernel's `target_info.MetalTargetInfo`, which spells barriers, shuffles, atomics and the threadgroup
+address space), `axis` (axis info of the function) and `out_params` (a callee's result slots), the methods
+below, and `elementwise`, the per-register loop of every elementwise op.
 """
 from __future__ import annotations
 
@@ -23,8 +25,8 @@ from .msl_types import is_reserved, msl_type
 if TYPE_CHECKING:
     from ..analysis.axis_info import AxisInfoAnalysis
     from .context import KernelContext
+    from .target_info import MetalTargetInfo
 
-BARRIER = "threadgroup_barrier(mem_flags::mem_threadgroup);"
 # Blocks `close` folds onto their header line when their body is one statement (not a declaration, whose scope
 # would change), as long as the line stays this short.
 _BLOCK_HEADER = re.compile(r"(for|if) \(.*\) \{$")
@@ -41,6 +43,9 @@ class Lowered:
     regs: Optional[int] = None  # None: scalar; else the per-thread register count
     uniform: bool = False  # tensor whose registers all equal the scalar `name`
     layout: Optional[LinearLayout] = None
+    # a bfloat16 value that is also held unrounded in float: that float value (a bfloat16 scan's accumulator,
+    # which `arith.extf` to float32 of the scan result reads instead of the rounded value; see scan_ops)
+    unrounded: Optional["Lowered"] = None
 
     @property
     def is_tensor(self) -> bool:
@@ -66,6 +71,21 @@ def linear_expr(var: str, values: Sequence[int]) -> str:
     if not terms:
         return "0"
     return " ^ ".join(terms)
+
+
+def elementwise(em: "FunctionEmitter", op: Op, make: Callable[[List[str]], str]) -> None:
+    """Emit `result = make(operands)` per register; splat-only inputs give a splat (scalar) result."""
+    ins = [em.get(v) for v in op.operands]
+    res = op.result
+    if not is_tensor(res) or all(not i.is_tensor or i.uniform for i in ins):
+        name = em.fresh(res.name)
+        ct = em.ctype(res.type)
+        em.emit(f"{ct} {name} = {make([i.at(0) for i in ins])};")
+        em.scalar_or_splat(res, name, ct)
+        return
+    out = em.declare(res)
+    with em.for_regs(out.regs) as r:
+        em.emit(f"{out.at(r)} = {make([i.at(r) for i in ins])};")
 
 
 def is_tensor(v: Value) -> bool:
@@ -116,6 +136,11 @@ class FunctionEmitter:
         self.op_lines: List[Tuple[int, Op]] = []  # (index in `lines`, op whose code starts there)
         self._starts: List[int] = []  # first line index of each op being lowered (innermost last)
         self._counter = 0
+
+    @property
+    def target(self) -> "MetalTargetInfo":
+        """The kernel's Metal spellings and family gates."""
+        return self.ctx.target
 
     # -- names and values ------------------------------------------------------------------------
 
@@ -231,7 +256,7 @@ class FunctionEmitter:
 
     def barrier(self) -> None:
         """A threadgroup barrier over threadgroup memory."""
-        self.emit(BARRIER)
+        self.emit(self.target.barrier())
 
     def for_regs(self, n: int, var: str = "r") -> "_RegLoop":
         return _RegLoop(self, n, var)
@@ -246,7 +271,7 @@ class FunctionEmitter:
         memory (a pointer element type, `device T*`, is spelled `device T* threadgroup*`)."""
         name = self.temp(hint)
         ctype = _STORED_AS.get(ctype, ctype)
-        ptr = f"{ctype} threadgroup*" if ctype.endswith("*") else f"threadgroup {ctype}*"
+        ptr = self.target.threadgroup_pointer(ctype)
         self.emit(f"{ptr} {name} = ({ptr})(tt_smem + {offset});")
         return name
 

@@ -8,8 +8,8 @@ with a clear message (erfc, lgamma, tgamma, ...), never approximated behind the 
 from __future__ import annotations
 
 from ..ir import Op
-from .elementwise_ops import elementwise, float_to_int
-from .emitter import FunctionEmitter, elem_type, element_types
+from .conversions import float_to_int
+from .emitter import FunctionEmitter, elem_type, element_types, elementwise
 from . import soft_f64
 from .msl_helpers import METAL_MATH, metal_math
 from .registry import OpFamily

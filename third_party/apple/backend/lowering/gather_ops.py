@@ -3,9 +3,9 @@ the room there), and every thread reads the elements its indices name along the 
 from __future__ import annotations
 
 from ..ir import Op
-from .convert_layout_ops import through_scratch
 from .emitter import FunctionEmitter, Lowered
 from .registry import OpFamily
+from .relayout import through_scratch
 from .shared_memory import index_expr, row_major_strides
 
 FAMILY = OpFamily("gather")

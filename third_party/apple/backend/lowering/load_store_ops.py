@@ -12,10 +12,8 @@ from typing import Tuple
 
 from ..analysis.axis_info import vector_width
 from ..ir import Op
-from .elementwise_ops import elementwise
-from .emitter import FunctionEmitter, Lowered, elem_type, is_tensor
+from .emitter import FunctionEmitter, Lowered, elem_type, elementwise, is_tensor
 from .msl_helpers import vector_register_helpers
-from .msl_types import elem_bytes
 from .registry import OpFamily
 
 FAMILY = OpFamily("load_store")
@@ -39,7 +37,7 @@ def access_width(em: FunctionEmitter, op: Op, mask_index: int) -> Tuple[int, boo
     if ct not in _VECTOR_TYPES:
         return 1, True
     mask_v = op.operands[mask_index] if len(op.operands) > mask_index else None
-    nbytes = elem_bytes(elem_type(ptr_v).pointee)
+    nbytes = elem_type(ptr_v).pointee.nbytes
     max_elems = 16 // nbytes if ct in _PACKED else 4
     if op.name == "tt.store" and em.get(op.operands[1]).uniform:
         max_elems = 4  # a splat value has no registers to pack

@@ -12,7 +12,6 @@ from __future__ import annotations
 from ..ir import Op
 from ..ir.types import MemDescType
 from .emitter import FunctionEmitter, Lowered
-from .msl_types import buffer_bytes
 from .registry import OpFamily
 from .shared_memory import load_registers, row_major_strides, store_registers
 
@@ -25,7 +24,7 @@ def _buffer(em: FunctionEmitter, op: Op) -> Lowered:
     if "allocation.offset" not in op.attrs:  # passes/allocate_shared_memory.py places every buffer
         raise em.internal("shared memory buffer without an allocation offset")
     offset = int(op.attrs["allocation.offset"])
-    need = offset + buffer_bytes(op)
+    need = offset + ty.nbytes
     if need > em.ctx.upstream_shared:
         raise em.internal(f"shared buffer needs {need} bytes but the module allocates {em.ctx.upstream_shared}")
     em.ctx.uses_smem = True

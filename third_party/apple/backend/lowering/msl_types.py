@@ -1,5 +1,6 @@
-"""MSL spellings: the MSL type of an IR type (from the target's scalar table) and identifier hygiene
-(names MSL reserves, and the MSL name of a Triton function)."""
+"""MSL spellings of types: the MSL type of an IR type and the size of an MSL type (both from the kernel ABI's
+scalar table, `abi/scalars.py`), and identifier hygiene (names MSL reserves, and the MSL name of a Triton
+function). Sizes of IR types are the types' own (`ir.types`: `nbytes`), which passes read too."""
 from __future__ import annotations
 
 from ..errors import UnsupportedFeatureError
@@ -58,17 +59,9 @@ def unsigned_type(ty: Type) -> str:
     return ELEMENT_TYPES[ty.scalar.name].msl_unsigned
 
 
-def elem_bytes(ty: Type) -> int:
-    """Bytes of one element of `ty` in memory (pointers: 8)."""
-    if isinstance(ty, PointerType):
-        return 8
-    return ELEMENT_TYPES[ty.name].nbytes if ty.name in ELEMENT_TYPES else max(1, ty.bitwidth // 8)
-
-
 def buffer_bytes(alloc) -> int:
-    """Bytes of the threadgroup-memory buffer a `ttg.local_alloc` makes (stored row-major, unpadded)."""
-    ty = alloc.result.type
-    return ty.numel * elem_bytes(ty.element)
+    """Bytes of the shared buffer a `ttg.local_alloc` makes (stored row-major, unpadded)."""
+    return alloc.result.type.nbytes
 
 
 _MSL_SIZES = {row.msl: row.nbytes for row in ELEMENT_TYPES.values()}

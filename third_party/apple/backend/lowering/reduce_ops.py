@@ -3,7 +3,9 @@
 The linear layout of the operand says where the reduced axis lives: register bits whose basis points
 along the axis are combined inside each thread, lane bits by a Metal SIMD reduction (`simd_sum`,
 `simd_max`, ... when the combine is one such op; lines that share a simdgroup take turns, the other lanes
-contributing the identity) or `simd_shuffle_xor` butterflies, and warp bits through threadgroup memory. The combine region becomes an MSL function called at every step.
+contributing the identity) or `simd_shuffle_xor` butterflies, and warp bits through threadgroup memory. The
+combine region becomes an MSL function called at every step. Which combines and types have a SIMD reduction
+is the target's (`em.target.simd_reduction`).
 """
 from __future__ import annotations
 
@@ -12,77 +14,35 @@ from typing import List, Optional, Sequence, Tuple
 from ..ir import Op
 from ..ir.types import TensorType
 from ..layouts import LinearLayout, local_register_map
-from .combine import emit_combine_function, operand_scratch
+from .combine import emit_combine_function, operand_scratch, single_combine_op
 from .emitter import FunctionEmitter, Lowered, linear_expr
 from .registry import OpFamily
 from .shared_memory import index_expr, row_major_strides
+from .target_info import MetalTargetInfo
 
 FAMILY = OpFamily("reduce")
 
-# Combine ops with a Metal SIMD-group reduction: op -> (builtin, the MSL type it must run in: "" = the value's
-# own, "u" = its unsigned twin). Float max/min are not here: their NaN rules differ from Triton's.
-_SIMD_REDUCTIONS = {
-    "arith.addf": ("simd_sum", ""), "arith.addi": ("simd_sum", "u"), "arith.mulf": ("simd_product", ""),
-    "arith.muli": ("simd_product", "u"), "arith.maxsi": ("simd_max", ""), "arith.minsi": ("simd_min", ""),
-    "arith.maxui": ("simd_max", "u"), "arith.minui": ("simd_min", "u"), "arith.andi": ("simd_and", ""),
-    "arith.ori": ("simd_or", ""), "arith.xori": ("simd_xor", ""),
-}
-_SIMD_TYPES = {"float", "half", "int", "uint", "short", "ushort"}
 # Lines of a reduction sharing one simdgroup each take a turn at the builtin, as long as there are no more
 # turns than the shuffle butterfly has steps (one shuffle and one combine per lane bit along the axis):
 # whether a builtin costs one step or five on Apple GPUs is not documented, so the builtin never costs more
 # calls than the butterfly.
-# The value each builtin leaves every other value unchanged with, per MSL type (-0.0: x + -0.0 == x for every
-# float x, including -0.0).
-_INT_LIMITS = {"int": ("(-2147483647 - 1)", "2147483647"), "short": ("-32768", "32767"),
-               "uint": ("0", "0xFFFFFFFFu"), "ushort": ("0", "0xFFFF")}
 
 
-def _identity(fn: str, ct: str) -> str:
-    if fn == "simd_sum":
-        return f"{ct}(-0.0)" if ct in ("float", "half") else f"{ct}(0)"
-    if fn == "simd_product":
-        return f"{ct}(1)"
-    if fn in ("simd_max", "simd_min"):
-        return f"{ct}({_INT_LIMITS[ct][0 if fn == 'simd_max' else 1]})"
-    return f"{ct}(~{ct}(0))" if fn == "simd_and" else f"{ct}(0)"
-_UNSIGNED_TWIN = {"int": "uint", "short": "ushort", "uint": "uint", "ushort": "ushort"}
-
-
-def single_combine_op(op: Op) -> Optional[Op]:
-    """The op of a reduce/scan combine region that is exactly `return a <op> b` of its two arguments (in
-    either order), else None."""
-    block = op.regions[0].entry
-    if len(block.ops) != 2 or len(block.args) != 2:
-        return None
-    combine, ret = block.ops
-    if list(ret.operands) != [combine.result] or len(combine.operands) != 2 or \
-            {id(v) for v in combine.operands} != {id(a) for a in block.args}:
-        return None
-    return combine
-
-
-def _simd_builtin(op: Op, ctypes: List[str]) -> Optional[Tuple[str, str]]:
+def _simd_builtin(target: MetalTargetInfo, op: Op, ctypes: List[str]) -> Optional[Tuple[str, str]]:
     """(Metal SIMD reduction, cast to apply first or "") when `op`'s combine region is exactly one op Metal
     reduces natively, on a type Metal's SIMD functions take; else None. Integer sums and products run
     unsigned, where overflow wraps as Triton's do."""
-    if len(ctypes) != 1 or ctypes[0] not in _SIMD_TYPES:
+    if len(ctypes) != 1:
         return None
     combine = single_combine_op(op)
-    if combine is None or combine.name not in _SIMD_REDUCTIONS:
-        return None
-    fn, kind = _SIMD_REDUCTIONS[combine.name]
-    if kind == "u":
-        twin = _UNSIGNED_TWIN.get(ctypes[0])
-        return (fn, twin if twin != ctypes[0] else "") if twin else None
-    return fn, ""
+    return None if combine is None else target.simd_reduction(combine.name, ctypes[0])
 
 
 def _reduce_in_turns(em: FunctionEmitter, fn: str, rt: str, ct: str, acc: str, value: str, seg: str,
                      off_lanes: List[int]) -> None:
     """acc = the builtin `fn` (run in MSL type `rt`) over the lanes of this lane's line: every line takes a
     turn, the lanes of the other lines contributing the identity."""
-    identity = _identity(fn, rt)
+    identity = em.target.simd_reduction_identity(fn, rt)
     mine = em.temp("red")
     em.emit(f"const {rt} {mine} = {value};")
     for turn in range(1 << len(off_lanes)):
@@ -153,7 +113,7 @@ def _reduce(em: FunctionEmitter, op: Op) -> None:
     # else a simd_shuffle_xor butterfly over the lane bits along the axis
     off_lanes = [b for b in range(len(lay.lane)) if b not in red_lanes]
     turns = 1 << len(off_lanes)
-    builtin = _simd_builtin(op, ctypes) if red_lanes and turns <= max(1, len(red_lanes)) else None
+    builtin = _simd_builtin(em.target, op, ctypes) if red_lanes and turns <= max(1, len(red_lanes)) else None
     if builtin:
         fn, cast = builtin
         ct = ctypes[0]
@@ -169,7 +129,7 @@ def _reduce(em: FunctionEmitter, op: Op) -> None:
             else:
                 _reduce_in_turns(em, fn, cast or ct, ct, acc, value, seg, off_lanes)
     elif red_lanes:
-        shuffles = [em.ctx.require_shuffle("simd_shuffle_xor", ct) for ct in ctypes]
+        shuffles = [em.ctx.require_shuffle(em.target.shuffle_builtin("xor"), ct) for ct in ctypes]
         with em.for_regs(K, "k") as k:
             for bit in red_lanes:
                 others = []

@@ -17,7 +17,8 @@ as upstream's ScanOpToLLVM does:
 
 Layouts that fit none of these use a Hillis-Steele ladder over threadgroup memory: log2(length) steps, each
 combining every element with the one `d` positions earlier. Every path preserves the operand order the
-combine region sees (earlier element first), so non-commutative combines scan correctly.
+combine region sees (earlier element first), so non-commutative combines scan correctly. Which combines and
+types have a SIMD prefix builtin is the target's (`em.target.simd_prefix`).
 """
 from __future__ import annotations
 
@@ -28,11 +29,11 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 from ..ir import Op
 from ..ir.types import TensorType
 from ..layouts import LinearLayout
-from .combine import emit_combine_function, operand_scratch
+from .combine import emit_combine_function, operand_scratch, single_combine_op
 from .emitter import BF16, FunctionEmitter, Lowered, elem_type, linear_expr
-from .reduce_ops import single_combine_op
 from .registry import OpFamily
 from .shared_memory import index_expr, row_major_strides
+from .target_info import MetalTargetInfo
 
 FAMILY = OpFamily("scan")
 
@@ -59,7 +60,7 @@ def _scan(em: FunctionEmitter, op: Op) -> None:
     srcs = [em.get(v) for v in op.operands]
     # bfloat16 scans accumulate in float, as Triton does on NVIDIA GPUs (measured on an H200: a bf16
     # cumsum stored to a float32 pointer equals the float64 reference to float32 precision); the results
-    # are rounded to bfloat16 once, and `arith.extf` of a result reads the float value (elementwise_ops).
+    # are rounded to bfloat16 once, and `arith.extf` of a result reads the float value (`Lowered.unrounded`).
     wide = any(elem_type(v) == BF16 for v in op.operands)
     combine = emit_combine_function(em, op, op.results[0].name, wide_bf16=wide)
     outs = [_declare_accumulator(em, r, wide) for r in op.results]
@@ -70,19 +71,19 @@ def _scan(em: FunctionEmitter, op: Op) -> None:
             em.emit(f"{o.at(r)} = {s.at(r)};")
     length = ty.shape[axis]
     plan = _level_plan(lay, axis) if length > 1 else None
-    if plan is not None and not scan_in_levels_applies(op, lay, plan, ctypes):
+    if plan is not None and not scan_in_levels_applies(em.target, op, lay, plan, ctypes):
         plan = None
     if length > 1 and not any(b[axis] for b in lay.lane + lay.warp):
         _scan_in_registers(em, op, lay, axis, reverse, combine, ctypes, outs)
     elif plan is not None:
         _scan_in_levels(em, op, ty, lay, axis, reverse, combine, ctypes, outs, plan)
     elif length > 1:
-        _scan_through_smem(em, op, ty, lay, axis, reverse, combine, ctypes, outs)
+        _scan_through_threadgroup(em, op, ty, lay, axis, reverse, combine, ctypes, outs)
     for res, o in zip(op.results, outs):
         if o.ctype == em.ctype(res.type):
             continue
-        em.ctx.wide_values[id(res)] = o
         final = em.declare(res)
+        final.unrounded = o
         with em.for_regs(R) as r:
             em.emit(f"{final.at(r)} = {final.ctype}({o.at(r)});")
 
@@ -121,7 +122,7 @@ def _scan_in_registers(em, op, lay, axis, reverse, combine, ctypes, outs) -> Non
             em.emit(f"{o.at(r)} = {o.at(first)};")
 
 
-def _scan_through_smem(em, op, ty, lay, axis, reverse, combine, ctypes, outs) -> None:
+def _scan_through_threadgroup(em, op, ty, lay, axis, reverse, combine, ctypes, outs) -> None:
     strides = row_major_strides(ty.shape)
     length = ty.shape[axis]
     bufs = operand_scratch(em, ctypes, op, ty.numel, "scan_smem")
@@ -164,15 +165,6 @@ def _scan_through_smem(em, op, ty, lay, axis, reverse, combine, ctypes, outs) ->
 
 # -- scans in levels: registers, lanes, simdgroups and register repeats --------------------------------------
 
-# Combine ops with a Metal SIMD-group prefix scan: op -> (exclusive scan builtin, identity, "u" when it runs on
-# the unsigned twin, where integer overflow wraps as Triton's does). Adding -0.0 leaves every float exactly as
-# it is (+0.0 would turn -0.0 into +0.0), as multiplying by 1 does.
-_SIMD_SCANS = {
-    "arith.addf": ("simd_prefix_exclusive_sum", "-0.0", ""), "arith.addi": ("simd_prefix_exclusive_sum", "0", "u"),
-    "arith.mulf": ("simd_prefix_exclusive_product", "1", ""), "arith.muli": ("simd_prefix_exclusive_product", "1", "u"),
-}
-_SIMD_TYPES = {"float", "half", "int", "uint", "short", "ushort"}
-_UNSIGNED_TWIN = {"int": "uint", "short": "ushort", "uint": "uint", "ushort": "ushort"}
 # Lines of a scan sharing one simdgroup each take a turn at the builtin (the others add the identity) when
 # that is no more calls than the shuffle ladder has steps (one shuffle and one combine per lane bit along the
 # axis; whether a builtin costs one step or five on Apple GPUs is not documented), and, where the ladder does
@@ -211,34 +203,25 @@ def _level_plan(lay: LinearLayout, axis: int) -> Optional[_Levels]:
     return _Levels(idx[:a], idx[a:a + b], idx[a + b:a + b + c], idx[a + b + c:])
 
 
-def _scan_builtin(op: Op, ctypes: List[str]) -> Optional[Tuple[str, str, str]]:
+def _scan_builtin(target: MetalTargetInfo, op: Op, ctypes: List[str]) -> Optional[Tuple[str, str, str]]:
     """(Metal exclusive prefix builtin, identity, cast or "") when the scan's combine is one add or multiply on
     a type Metal's SIMD functions take; else None."""
-    if len(ctypes) != 1 or ctypes[0] not in _SIMD_TYPES:
+    if len(ctypes) != 1:
         return None
     combine = single_combine_op(op)
-    if combine is None or combine.name not in _SIMD_SCANS:
-        return None
-    fn, identity, kind = _SIMD_SCANS[combine.name]
-    ct = ctypes[0]
-    cast = ""
-    if kind == "u":
-        twin = _UNSIGNED_TWIN.get(ct)
-        if twin is None:
-            return None
-        cast = twin if twin != ct else ""
-    return fn, f"{ct}({identity})", cast
+    return None if combine is None else target.simd_prefix(combine.name, ctypes[0])
 
 
 def _lanes_contiguous(levels: _Levels) -> bool:
     return levels.lanes == list(range(levels.lanes[0], levels.lanes[0] + len(levels.lanes))) if levels.lanes else True
 
 
-def scan_in_levels_applies(op: Op, lay: LinearLayout, levels: _Levels, ctypes: List[str]) -> bool:
+def scan_in_levels_applies(target: MetalTargetInfo, op: Op, lay: LinearLayout, levels: _Levels,
+                           ctypes: List[str]) -> bool:
     if not levels.lanes:
         return True
     off_lanes = len(lay.lane) - len(levels.lanes)
-    if _scan_builtin(op, ctypes) is not None and (1 << off_lanes) <= _MAX_BUILTIN_TURNS:
+    if _scan_builtin(target, op, ctypes) is not None and (1 << off_lanes) <= _MAX_BUILTIN_TURNS:
         return True
     return _lanes_contiguous(levels)
 
@@ -308,7 +291,7 @@ def _scan_in_levels(em, op, ty, lay, axis, reverse, combine, ctypes, outs, level
         first = L - 1 if reverse else 0
         turns = 1 << (len(lay.lane) - len(levels.lanes))
         # the builtin in turns when that is no more calls than the ladder has steps (or there is no ladder)
-        use_builtin = _scan_builtin(op, ctypes) is not None and turns <= _MAX_BUILTIN_TURNS and \
+        use_builtin = _scan_builtin(em.target, op, ctypes) is not None and turns <= _MAX_BUILTIN_TURNS and \
             (turns <= len(levels.lanes) or not _lanes_contiguous(levels))
         for _, regs in runs:
             totals = [at(o, str(regs[-1])) for o in outs]
@@ -380,11 +363,11 @@ def _lane_prefix_builtin(em, op, lay, levels, reverse, combine, ctypes, totals, 
     """The combination of the totals of the lanes before this one in its line (identity on the first), by
     Metal's exclusive prefix builtin: lines sharing the simdgroup take turns, the others adding the identity;
     a reverse scan runs on the lanes mirrored along the axis."""
-    fn, identity, cast = _scan_builtin(op, ctypes)
+    fn, identity, cast = _scan_builtin(em.target, op, ctypes)
     ct = ctypes[0]
     axis_mask = sum(1 << b for b in levels.lanes)
     off_mask = ((1 << len(lay.lane)) - 1) & ~axis_mask
-    xor = em.ctx.require_shuffle("simd_shuffle_xor", ct) if reverse else None
+    xor = em.ctx.require_shuffle(em.target.shuffle_builtin("xor"), ct) if reverse else None
 
     def call(x: str) -> str:
         return f"{ct}({fn}({cast}({x})))" if cast else f"{fn}({x})"
@@ -412,7 +395,7 @@ def _lane_prefix_builtin(em, op, lay, levels, reverse, combine, ctypes, totals, 
 def _lane_prefix_ladder(em, op, lay, levels, reverse, combine, ctypes, totals, pos) -> List[str]:
     """The same prefix for any combine: a Hillis-Steele ladder of `simd_shuffle_up` (`_down` when reverse)
     over the lanes of each line (contiguous lane bits), then one more shuffle makes it exclusive."""
-    fn = "simd_shuffle_down" if reverse else "simd_shuffle_up"
+    fn = em.target.shuffle_builtin("down" if reverse else "up")
     shuffles = [em.ctx.require_shuffle(fn, ct) for ct in ctypes]
     low = levels.lanes[0]
     L = 1 << len(levels.lanes)

@@ -1,6 +1,19 @@
 """Tensors in threadgroup memory: every buffer this backend writes holds its tensor row-major, so the
 element at coordinate c lives at index sum(c[d] * stride[d]). Used by layout conversions through memory,
-reductions and scans across simdgroups, dot operand staging, explicit shared buffers and atomics."""
+reductions and scans across simdgroups, dot operand staging, explicit shared buffers and atomics.
+
+The words for this memory, one rule for the backend's Python:
+- "shared" is the TTGIR level, as upstream says it: `ttg.local_alloc` buffers ("shared buffers"), `#ttg.*_shared`
+  encodings, the module's `ttg.shared` size, `allocation.offset`, the allocator pass
+  (`passes/allocate_shared_memory.py`) and this module, which lays those buffers out;
+- "threadgroup memory" is the MSL level: the one `threadgroup` array a kernel declares and everything the
+  lowering reads and writes in it (`em.tg_view`, `tg_store`, `tg_load`; `tg_` abbreviates it), its barriers and
+  its size limit;
+- "scratch" is threadgroup memory the lowering takes for one op (`em.scratch`, `ctx.scratch_offset`), as opposed
+  to the shared buffers the allocator placed;
+- "local" appears only in upstream's op names (`ttg.local_*`, hence `local_memory_ops.py`) and "smem" only in
+  emitted MSL identifiers (`tt_smem`, scratch view names such as `t_red_smem3`), which stay as they are.
+"""
 from __future__ import annotations
 
 from typing import List, Sequence

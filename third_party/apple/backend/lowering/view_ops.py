@@ -1,14 +1,14 @@
 """Lowering of the view ops, which rearrange a tensor's elements without computing: `tt.broadcast`,
-`tt.expand_dims`, `tt.reshape`, `tt.trans` (through the relayout of convert_layout_ops), `tt.join`,
-`tt.split` (register pairs), `tt.cat` (through threadgroup memory) and `tt.unsplat`."""
+`tt.expand_dims`, `tt.reshape`, `tt.trans` (relayouts, shared with `ttg.convert_layout`: relayout.py),
+`tt.join`, `tt.split` (register pairs), `tt.cat` (through threadgroup memory) and `tt.unsplat`."""
 from __future__ import annotations
 
 from ..ir import Op
 from ..ir.types import TensorType
 from ..layouts import Coord, LinearLayout, local_register_map
-from .convert_layout_ops import relayout, tensor_scratch
 from .emitter import FunctionEmitter, Lowered, linear_expr
 from .registry import OpFamily
+from .relayout import relayout, tensor_scratch
 from .shared_memory import load_registers, row_major_strides, store_registers
 
 FAMILY = OpFamily("view")

@@ -1,5 +1,5 @@
 """How each 64-bit atomic of a kernel is made atomic (the lowering is in atomic_ops.py, the helpers' text in
-msl_helpers.py).
+msl/atomics.metal and msl/atomics64_locked.metal, the family gate in target_info.py).
 
 Metal has no 64-bit atomic that returns the old value; its only 64-bit atomics are unsigned min/max on
 Apple9. Three forms:
@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Set
 
 from ..ir import Module, Op
-from ..target import Family
+from .target_info import MetalTargetInfo
 
 WORD_KINDS = ("add", "and", "or", "xor")
 NATIVE_KINDS = ("umax", "umin")
@@ -35,20 +35,20 @@ def kind(op: Op) -> str:
     return "cas" if op.name == "tt.atomic_cas" else str(op.attrs["atomic_rmw_op"])
 
 
-def _lock_free_form(op: Op, fam: Family, used_values: Set[int]) -> str:
+def _lock_free_form(op: Op, target: MetalTargetInfo, used_values: Set[int]) -> str:
     """"words" or "native" when `op` alone could do without a lock, else "locked"."""
     if op.results and id(op.result) in used_values:
         return "locked"
     if kind(op) in WORD_KINDS and op.operands[1].type.scalar.name == "i64":
         return "words"
-    if kind(op) in NATIVE_KINDS and fam.atomic_ulong_min_max:
+    if kind(op) in NATIVE_KINDS and target.has_atomic64_min_max:
         return "native"
     return "locked"
 
 
-def kernel_needs_locks(module: Module, fam: Family, used_values: Set[int]) -> bool:
+def kernel_needs_locks(module: Module, target: MetalTargetInfo, used_values: Set[int]) -> bool:
     """Whether the module's 64-bit atomics take the lock (then all of them do)."""
-    forms = {(_lock_free_form(op, fam, used_values), kind(op))
+    forms = {(_lock_free_form(op, target, used_values), kind(op))
              for f in module.functions for op in f.walk()
              if op.name in ("tt.atomic_rmw", "tt.atomic_cas") and is_wide(op)}
     word_kinds = {k for form, k in forms if form == "words"}
@@ -56,6 +56,6 @@ def kernel_needs_locks(module: Module, fam: Family, used_values: Set[int]) -> bo
     return any(form == "locked" for form, _ in forms) or len(word_kinds) > 1 or bool(word_kinds and native)
 
 
-def form(op: Op, fam: Family, used_values: Set[int], kernel_locked: bool) -> str:
+def form(op: Op, target: MetalTargetInfo, used_values: Set[int], kernel_locked: bool) -> str:
     """The form of 64-bit atomic `op` in a kernel that takes locks (`kernel_locked`) or not."""
-    return "locked" if kernel_locked else _lock_free_form(op, fam, used_values)
+    return "locked" if kernel_locked else _lock_free_form(op, target, used_values)

@@ -15,7 +15,6 @@ from typing import Optional, Tuple
 
 from ..ir import Block, Function, Module, Op
 from ..ir.types import AppleMmaEncoding, TensorType
-from ..lowering.msl_types import elem_bytes
 from ..target import MAX_THREADGROUP_MEMORY
 from .operands_in_registers import chained_dots, operands_in_registers
 from .rewrite import convert_layout, function_ops, insert_after, insert_before, replace_uses, uses
@@ -214,7 +213,7 @@ def _stage_large_operands_in_rounds(fn: Function, op: Op) -> None:
     """Operand buffers that together exceed threadgroup memory (`local_alloc` of a register value, read once
     by a `local_load` for this dot) go: the dot reads the register values and stages them itself, in rounds
     over K through the room left (lowering/dot_ops.py)."""
-    total = sum(v.type.numel * elem_bytes(v.type.element) for v in op.operands[:2])
+    total = sum(v.type.nbytes for v in op.operands[:2])
     if total <= MAX_THREADGROUP_MEMORY:
         return
     for idx in (0, 1):

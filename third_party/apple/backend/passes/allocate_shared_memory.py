@@ -24,7 +24,6 @@ from typing import List, Tuple
 
 from ..analysis.buffer_liveness import buffer_live_ranges, op_positions
 from ..ir import Module, Op
-from ..lowering.msl_types import buffer_bytes
 from ..target import MAX_THREADGROUP_MEMORY
 
 _ALIGN = 16
@@ -60,7 +59,7 @@ def allocate_shared_memory(module: Module) -> int:
     pos = op_positions(module)
     items: List[Tuple[int, int, int, Op]] = []  # (size, start, end, op)
     for rng in buffer_live_ranges(module):
-        items.append((buffer_bytes(rng.alloc), rng.start, rng.end, rng.alloc))
+        items.append((rng.alloc.result.type.nbytes, rng.start, rng.end, rng.alloc))
     for o in ops:
         if o.name != "ttg.local_alloc" and "allocation.offset" in o.attrs and "allocation.size" in o.attrs:
             items.append((int(o.attrs["allocation.size"]), pos[id(o)], pos[id(o)], o))
@@ -115,7 +114,7 @@ def _place_unallocated(module: Module, ops: List[Op], upstream_total: int) -> in
         if o.name == "ttg.local_alloc" and "allocation.offset" not in o.attrs:
             end = (end + _ALIGN - 1) // _ALIGN * _ALIGN
             o.attrs["allocation.offset"] = end
-            end += buffer_bytes(o)
+            end += o.result.type.nbytes
     if end != upstream_total:
         module.attrs["ttg.shared"] = end
     return end

@@ -1,0 +1,125 @@
+"""The relayout mechanism `ttg.convert_layout`, the view ops and `tt.gather` share: an op whose result
+element at coordinate c is the source element at `project(c)`.
+
+When the linear layouts say every thread already holds the elements it needs, the result is a register
+permutation (or no code at all); when data only moves inside each simdgroup (layout conversions), simdgroup
+shuffles move it (a GF(2) plan from the two layouts); otherwise the elements go through threadgroup memory
+row-major (`through_scratch`, in rounds when the source is larger than the room left).
+"""
+from __future__ import annotations
+
+from typing import Callable, List, Sequence
+
+from ..ir import Op
+from ..ir.types import TensorType
+from ..layouts import Coord, LinearLayout, local_register_map, warp_shuffle_plan
+from .emitter import FunctionEmitter, Lowered, linear_expr
+from .shared_memory import index_expr, row_major_strides, store_registers
+
+
+def relayout(em: FunctionEmitter, op: Op, project: Callable[[Coord], Coord], src_index_strides: List[int]) -> None:
+    """Lower an op whose result element at coordinate c is the source element at `project(c)`.
+    `src_index_strides` give the row-major index of `project(c)` in the source as sum(c[d] * stride[d])."""
+    src_v, res = op.operands[0], op.result
+    src = em.get(src_v)
+    dst_lay = em.layout(res.type)
+    ct = em.ctype(res.type)
+    if src.uniform:
+        em.bind(res, Lowered(src.name, ct, dst_lay.num_regs, True, dst_lay))
+        return
+    mapping = local_register_map(dst_lay, src.layout, project)
+    if mapping is not None:
+        if mapping == [1 << i for i in range(len(mapping))] and dst_lay.num_regs == src.regs:
+            em.bind(res, Lowered(src.name, ct, dst_lay.num_regs, False, dst_lay))
+            return
+        out = em.declare(res)
+        with em.for_regs(out.regs) as r:
+            em.emit(f"{out.at(r)} = {src.at(linear_expr(r, mapping) if out.regs > 1 else '0')};")
+        return
+    if op.name == "ttg.convert_layout":
+        plan = warp_shuffle_plan(dst_lay, src.layout)
+        if plan is not None:
+            _relayout_with_shuffles(em, op, src, dst_lay, plan)
+            return
+    _relayout_through_threadgroup(em, op, src, src_index_strides)
+
+
+def _span(images: Sequence[int]) -> List[int]:
+    values = {0}
+    for v in images:
+        values |= {x ^ v for x in values}
+    return sorted(values)
+
+
+def _relayout_with_shuffles(em: FunctionEmitter, op: Op, src: Lowered, dst_lay: LinearLayout, plan) -> None:
+    """Data that stays inside each simdgroup moves with `simd_shuffle`: per destination register, one
+    shuffle per distinct source register the lanes need."""
+    out = em.declare(op.result)
+    shuffle = em.ctx.require_shuffle(em.target.shuffle_builtin("idx"), out.ctype)
+    lane_dep = linear_expr("tt_lane", plan.reg_from_lane)
+    with em.for_regs(out.regs) as r:
+        src_lane = em.temp("src_lane")
+        parts = [p for p in (linear_expr(r, plan.lane_from_reg) if out.regs > 1 else "0",
+                             linear_expr("tt_lane", plan.lane_from_lane)) if p != "0"]
+        em.emit(f"const ushort {src_lane} = ushort({' ^ '.join(parts) if parts else '0'});")
+        base = linear_expr(r, plan.reg_from_reg) if out.regs > 1 else "0"
+        choices = _span(plan.reg_from_lane)
+        if len(choices) == 1:
+            em.emit(f"{out.at(r)} = {shuffle}({src.at(base)}, {src_lane});")
+        for t in choices if len(choices) > 1 else ():
+            got = em.temp("shfl")
+            idx = f"({base}) ^ {t}" if base != "0" else str(t)
+            em.emit(f"const {out.ctype} {got} = {shuffle}({src.at(idx)}, {src_lane});")
+            em.open(f"if (({lane_dep}) == {t})")
+            em.emit(f"{out.at(r)} = {got};")
+            em.close()
+
+
+def tensor_scratch(em: FunctionEmitter, op: Op, ty: TensorType, hint: str) -> str:
+    """A threadgroup-memory view that holds all of `ty` row-major, free for `op` to write (after a barrier)."""
+    return em.scratch(op, [(em.ctype(ty), ty.nbytes)], hint)[0]
+
+
+def _relayout_through_threadgroup(em: FunctionEmitter, op: Op, src: Lowered, dst_strides: Sequence[int]) -> None:
+    through_scratch(em, op, src, lambda out, r: index_expr(em, out.layout, r, dst_strides))
+
+
+def through_scratch(em: FunctionEmitter, op: Op, src: Lowered, read_index: Callable[[Lowered, str], str]) -> None:
+    """Write `op`'s source to threadgroup memory row-major; each result register `r` then reads the element at
+    row-major index `read_index(result, r)`. A source larger than the room left at `op` moves in rounds, each
+    through a buffer of one slab of the source (row-major index in [c * size, (c + 1) * size)): every thread
+    writes what it holds of the slab and reads what it needs from it."""
+    src_ty: TensorType = op.operands[0].type
+    nbytes = src_ty.nbytes
+    chunks = 1
+    while nbytes // chunks > em.ctx.scratch_room(op) and chunks < src_ty.numel:
+        chunks *= 2
+    if chunks == 1:
+        buf = tensor_scratch(em, op, src_ty, "smem")
+        store_registers(em, src, buf, row_major_strides(src_ty.shape))
+        em.barrier()
+        out = em.declare(op.result)
+        with em.for_regs(out.regs) as r:
+            em.emit(f"{out.at(r)} = {em.tg_load(buf, read_index(out, r), out.ctype)};")
+        return
+    size = src_ty.numel // chunks
+    buf = em.scratch(op, [(em.ctype(src_ty), size * src_ty.element.nbytes)], "smem")[0]
+    out = em.declare(op.result)
+    src_strides = row_major_strides(src_ty.shape)
+    c = em.loop_var("chunk")
+    em.open(f"for (uint {c} = 0; {c} < {chunks}; ++{c})")
+    with em.owned_regs(src.layout) as r:
+        idx = em.temp("idx")
+        em.emit(f"const uint {idx} = {index_expr(em, src.layout, r, src_strides)};")
+        em.open(f"if ({idx} / {size} == {c})")
+        em.emit(em.tg_store(buf, f"{idx} - {c} * {size}", src.at(r), src.ctype))
+        em.close()
+    em.barrier()
+    with em.for_regs(out.regs) as r:
+        idx = em.temp("idx")
+        em.emit(f"const uint {idx} = {read_index(out, r)};")
+        em.open(f"if ({idx} / {size} == {c})")
+        em.emit(f"{out.at(r)} = {em.tg_load(buf, f'{idx} - {c} * {size}', out.ctype)};")
+        em.close()
+    em.barrier()
+    em.close()
