@@ -17,7 +17,6 @@ from ..target import MAX_THREADGROUP_MEMORY, SIMD_WIDTH, family
 from . import msl_library
 from .wide_atomics import kernel_needs_locks
 from .msl_helpers import locked_atomic64_helper, locked_atomic64_requires, shuffle_helper, shuffle_requires
-from .msl_types import buffer_bytes
 from .registry import Lowering
 from .target_info import MetalTargetInfo
 
@@ -157,7 +156,7 @@ class KernelContext:
         """(offset, bytes) of the explicit buffers live at `op`, by offset; every buffer when `op`'s position
         is unknown."""
         if self._live is None:
-            self._live = [(r.start, r.end, int(r.alloc.attrs.get("allocation.offset", 0)), buffer_bytes(r.alloc))
+            self._live = [(r.start, r.end, int(r.alloc.attrs.get("allocation.offset", 0)), r.alloc.result.type.nbytes)
                           for r in buffer_live_ranges(self.module)]
         pos = self._position.get(id(op))
         return sorted((o, n) for start, end, o, n in self._live if pos is None or start <= pos <= end)

@@ -59,11 +59,6 @@ def unsigned_type(ty: Type) -> str:
     return ELEMENT_TYPES[ty.scalar.name].msl_unsigned
 
 
-def buffer_bytes(alloc) -> int:
-    """Bytes of the shared buffer a `ttg.local_alloc` makes (stored row-major, unpadded)."""
-    return alloc.result.type.nbytes
-
-
 _MSL_SIZES = {row.msl: row.nbytes for row in ELEMENT_TYPES.values()}
 
 
