@@ -187,7 +187,9 @@ class AppleBackend(BaseBackend):
         from .lowering import lower_module
         from .passes.loads_in_use_layout import loads_in_use_layout
         from .passes import accelerate_matmul, allocate_shared_memory, casts_around_moves, loop_carried_layouts
+        from .passes.decompose_scaled_dot import decompose_scaled_dot
         module = parse_module(mod if isinstance(mod, str) else mod.str())
+        decompose_scaled_dot(module)
         accelerate_matmul(module)
         loop_carried_layouts(module)
         casts_around_moves(module)

@@ -680,6 +680,10 @@ class ModuleParser:
             head_wo_attrs = self._custom_attributes(name, head_wo_attrs, attrs)
         if name == "arith.constant":
             attrs["value"] = head_wo_attrs.strip()
+        if name == "tt.dot_scaled":  # `%a scale %sa, %b, %c`: the operand list alone cannot say whose scale it is
+            parts = split_top(_REGION_RE.sub(" ", head_wo_attrs))
+            attrs["lhs_scaled"] = "scale" in parts[0].split()
+            attrs["rhs_scaled"] = len(parts) > 1 and "scale" in parts[1].split()
         operands = [self._value(r) for r in _VALUE_RE.findall(_REGION_RE.sub(" ", head_wo_attrs))]
         result_types = self._result_types(name, types_text, operands, len(result_names), attrs)
         results = self._define(result_names, result_types, loc)

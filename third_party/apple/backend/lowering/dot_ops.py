@@ -244,9 +244,3 @@ def _dot_fma(em: FunctionEmitter, op: Op) -> None:
             em.emit(f"{acc} = fma({fp8_to_float(em, a_elem, a.at(ia))}, {fp8_to_float(em, b_elem, b.at(ib))}, {acc});")
         em.close()
         em.emit(f"{out.at(r)} = {out.ctype}({acc});")
-
-
-@FAMILY.lowers("tt.dot_scaled")
-def _dot_scaled(em: FunctionEmitter, op: Op) -> None:
-    raise em.unsupported("tl.dot_scaled is not supported: Apple GPUs have no block-scaled (microscaling) matrix "
-                         "instructions. Dequantize the operands (e.g. to float16) and use tl.dot")

@@ -44,12 +44,13 @@ from .local_memory_ops import FAMILY as LOCAL_MEMORY
 from .map_elementwise_ops import FAMILY as MAP_ELEMENTWISE
 from .reduce_ops import FAMILY as REDUCE
 from .scan_ops import FAMILY as SCAN
+from .scaled_dot_ops import FAMILY as SCALED_DOT
 from .spmd_ops import FAMILY as SPMD
 from .view_ops import FAMILY as VIEW
 
 # Every op family the lowering knows: one `*_ops.py` module each.
 OP_FAMILIES = (ATOMIC, BARRIER, CONSTANT, CONTROL_FLOW, CONVERT_LAYOUT, DEBUG, DOT, ELEMENTWISE, EXTERN, GATHER, HISTOGRAM,
-            LOAD_STORE, LOCAL_MEMORY, MAP_ELEMENTWISE, REDUCE, SCAN, SPMD, VIEW)
+            LOAD_STORE, LOCAL_MEMORY, MAP_ELEMENTWISE, REDUCE, SCALED_DOT, SCAN, SPMD, VIEW)
 LOWERINGS = build_table(OP_FAMILIES)
 
 
