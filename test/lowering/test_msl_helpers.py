@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from triton.backends.apple.lowering.module import prelude
+from triton.backends.apple.lowering.target_info import MetalTargetInfo
 from triton.backends.apple.lowering.msl_helpers import shuffle_helper
 
 # MSL type -> torch dtype of the buffer that holds 32 values of it
@@ -23,7 +23,7 @@ def _run(source: str, name: str, *buffers):
 def test_shuffle_overloads_move_values_exactly(ctype, metal_fn):
     _, fn, text = shuffle_helper(metal_fn, ctype)
     arg = "(lane * 7 + 3) & 31" if metal_fn == "simd_shuffle" else "5"
-    src = prelude(fast_math=False) + text + f"""
+    src = MetalTargetInfo.prelude(fast_math=False) + text + f"""
 kernel void shuffle_{ctype}(device {ctype}* x [[buffer(0)]], device {ctype}* y [[buffer(1)]],
                         uint lane [[thread_index_in_simdgroup]]) {{
     y[lane] = {fn}(x[lane], ushort({arg}));
@@ -45,7 +45,7 @@ kernel void shuffle_{ctype}(device {ctype}* x [[buffer(0)]], device {ctype}* y [
 
 def test_pointers_shuffle_as_addresses():
     _, fn, text = shuffle_helper("simd_shuffle", "device float*")
-    src = prelude(fast_math=False) + text + f"""
+    src = MetalTargetInfo.prelude(fast_math=False) + text + f"""
 kernel void shuffle_ptr(device float* x [[buffer(0)]], device float* y [[buffer(1)]],
                         uint lane [[thread_index_in_simdgroup]]) {{
     device float* mine = x + lane;

@@ -16,7 +16,7 @@ import pytest
 
 from triton.backends.apple.abi.lock_table import LOCK_WORDS
 from triton.backends.apple.lowering import msl_library
-from triton.backends.apple.lowering.module import prelude
+from triton.backends.apple.lowering.target_info import MetalTargetInfo
 from triton.backends.apple.lowering.msl_helpers import (_LOCKED64_UPDATE, locked_atomic64_helper,
                                                         locked_atomic64_requires, shuffle_helper, shuffle_requires,
                                                         vector_register_helpers)
@@ -125,7 +125,7 @@ def _translation_unit(path: Path) -> str:
     deps = [d for d in msl_library.closure(wanted) if d not in names]
     texts = [msl_library.helper(d).text for d in deps]
     texts += [h.text for h in own if not h.params] + [text for _, text in instances]
-    return prelude(fast_math=False) + "\n\n".join(texts) + "\n"
+    return MetalTargetInfo.prelude(fast_math=False) + "\n\n".join(texts) + "\n"
 
 
 def _compile_command(source: Path) -> List[str]:

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import torch
 
-from triton.backends.apple.lowering.module import prelude
+from triton.backends.apple.lowering.target_info import MetalTargetInfo
 from triton.backends.apple.lowering import soft_f64
 
 # ---------------------------------------------------------------------------------------------------------
@@ -66,7 +66,7 @@ _TG = 128
 
 def _source(name: str, texts, ops: dict, wrap: str) -> str:
     cases = "\n".join(f"    case {k}u: r = {wrap.format(expr)}; break;" for k, expr in enumerate(ops.values()))
-    return (prelude(fast_math=False) + _NO_DOUBLE + "\n".join(texts) + f"""
+    return (MetalTargetInfo.prelude(fast_math=False) + _NO_DOUBLE + "\n".join(texts) + f"""
 kernel void {name}(device const ulong* a [[buffer(0)]], device const ulong* b [[buffer(1)]],
                    device const ulong* c [[buffer(2)]], device ulong* out [[buffer(3)]],
                    device const uint* opsel [[buffer(4)]], uint i [[thread_position_in_grid]]) {{
@@ -722,7 +722,7 @@ def test_values_move_as_ulong_bits_through_shuffles():
     from triton.backends.apple import emulator
     from triton.backends.apple.lowering.msl_helpers import shuffle_helper
     _, fn, text = shuffle_helper("simd_shuffle_xor", "ulong")
-    src = prelude(fast_math=False) + _NO_DOUBLE + \
+    src = MetalTargetInfo.prelude(fast_math=False) + _NO_DOUBLE + \
         "\n".join(soft_f64.helper_texts("tt_f64_core")) + "\n" + text + f"""
 kernel void f64_butterfly(device const ulong* a [[buffer(0)]], device ulong* out [[buffer(1)]],
                           uint lane [[thread_index_in_simdgroup]]) {{

@@ -55,13 +55,6 @@ LOWERINGS = build_table(OP_FAMILIES)
 
 
 
-def prelude(fast_math: bool) -> str:
-    """The first lines of every kernel's source. Triton's NaN/Inf semantics need Metal's safe math mode unless the
-    kernel opts into fast math."""
-    return "\n".join(["#include <metal_stdlib>", "using namespace metal;",
-                      f"#pragma METAL fp math_mode({'fast' if fast_math else 'safe'})", ""])
-
-
 @dataclass
 class LoweredKernel:
     name: str
@@ -152,19 +145,17 @@ def _kernel_params(ctx: KernelContext, em: FunctionEmitter,
         pointer = isinstance(a.type, PointerType)
         if not packed:
             slot = len(slots)
-            if pointer:
-                text.append(f"{ct} {name} [[buffer({slot})]]")
-            elif ct == "tt_double":
+            if ct == "tt_double" and not pointer:
                 # a struct in constant memory is read by its bits: the software float64's operators take values in
                 # the thread address space
-                text.append(f"constant {ct}& {name}_arg [[buffer({slot})]]")
+                text.append(ctx.target.buffer_parameter(ct, f"{name}_arg", slot, reference=True))
                 unpack.append(f"    const {ct} {name} = tt_f64_from_bits({name}_arg.bits);")
             else:
-                text.append(f"constant {ct}& {name} [[buffer({slot})]]")
+                text.append(ctx.target.buffer_parameter(ct, name, slot, reference=not pointer))
             slots.append(BufferSlot(a.name, slot, POINTER if pointer else SCALAR, ct, _triton_type_name(a.type)))
         elif pointer:
             slot = pointers.index(a)
-            text.append(f"{ct} {name} [[buffer({slot})]]")
+            text.append(ctx.target.buffer_parameter(ct, name, slot))
             slots.append(BufferSlot(a.name, slot, POINTER, ct, _triton_type_name(a.type)))
         else:
             word = words[id(a)]
@@ -172,13 +163,13 @@ def _kernel_params(ctx: KernelContext, em: FunctionEmitter,
             unpack.append(f"    const {ct} {name} = {_unpack_scalar(ct, word)};")
         em.bind(a, Lowered(name, ct))
     if packed and scalars:
-        text.append(f"{PACKED_SCALARS.msl_type} {PACKED_SCALARS.name} [[buffer({len(pointers)})]]")
+        text.append(ctx.target.buffer_parameter(PACKED_SCALARS.msl_type, PACKED_SCALARS.name, len(pointers)))
     if any(em.ctype(a.type) == "tt_double" for a in scalars):
         ctx.require("tt_f64_core")  # the parameter's type (and tt_f64_from_bits, for packed ones)
     for kind in added:
         buf = ADDED_BUFFERS[kind]
         slot = len({p.slot for p in slots})  # after the pointers and the packed scalars' buffer
-        text.append(f"{buf.msl_type} {buf.name} [[buffer({slot})]]")
+        text.append(ctx.target.buffer_parameter(buf.msl_type, buf.name, slot))
         slots.append(BufferSlot(buf.name, slot, kind, buf.msl_type, "*u32"))
     buffers = len({p.slot for p in slots})
     if buffers > MAX_BUFFER_SLOTS:
@@ -195,7 +186,7 @@ def _builtin_params(em: FunctionEmitter) -> List[str]:
     """The builtin inputs the kernel's code reads (callees and region functions receive them as arguments,
     so their calls name them too)."""
     used = set(re.findall(r"\btt_\w+", "\n".join(em.lines)))
-    return [f"{t} {n} [[{attr}]]" for t, n, attr in BUILTIN_INPUTS if n in used]
+    return [em.target.builtin_parameter(t, n, attr) for t, n, attr in BUILTIN_INPUTS if n in used]
 
 
 def _drop_final_return(em: FunctionEmitter) -> None:
@@ -221,7 +212,7 @@ def lower_module(module: Module, options) -> LoweredKernel:
     ctx.check_shared_bytes()
     shared = ctx.shared_bytes
 
-    lines: List[str] = prelude(bool(getattr(options, "fast_math", False))).splitlines()
+    lines: List[str] = ctx.target.prelude(bool(getattr(options, "fast_math", False))).splitlines()
     if shared:
         lines += msl_library.helper("tt_threadgroup_buffer").text.splitlines()
     helpers = list(ctx.helpers.values())
@@ -245,7 +236,7 @@ def lower_module(module: Module, options) -> LoweredKernel:
     for header, callee_em in callees:
         add_function(header, callee_em)
     kernel_name = msl_function_name(kernel_fn.name)
-    head = f"kernel void {kernel_name}(\n    " + ",\n    ".join(param_text) + ")"
+    head = ctx.target.kernel_header(kernel_name, param_text)
     lines.extend(head.splitlines()[:-1])
     add_function(head.splitlines()[-1], em,
                  unpack + ([f"    TT_THREADGROUP_BUFFER(tt_smem, {shared});"] if shared else []))

@@ -55,6 +55,31 @@ _RELAXED = "memory_order_relaxed"
 class MetalTargetInfo:
     """Metal spellings and the gates of one GPU family (`target.Family`)."""
 
+    # -- the kernel's source and signature --------------------------------------------------------
+
+    @staticmethod
+    def prelude(fast_math: bool) -> str:
+        """The first lines of every kernel's source. Triton's NaN/Inf semantics need Metal's safe math mode
+        unless the kernel opts into fast math."""
+        return "\n".join(["#include <metal_stdlib>", "using namespace metal;",
+                          f"#pragma METAL fp math_mode({'fast' if fast_math else 'safe'})", ""])
+
+    @staticmethod
+    def buffer_parameter(msl_type: str, name: str, slot: int, reference: bool = False) -> str:
+        """A kernel parameter bound to `[[buffer(slot)]]`: a pointer of `msl_type`, or with `reference` a
+        `constant` reference to a value of it (scalars)."""
+        return f"constant {msl_type}& {name} [[buffer({slot})]]" if reference else f"{msl_type} {name} [[buffer({slot})]]"
+
+    @staticmethod
+    def builtin_parameter(msl_type: str, name: str, attribute: str) -> str:
+        """A kernel parameter Metal fills with a builtin input (`thread_index_in_simdgroup`, ...)."""
+        return f"{msl_type} {name} [[{attribute}]]"
+
+    @staticmethod
+    def kernel_header(name: str, parameters: list) -> str:
+        """The kernel function's header, one parameter per line."""
+        return f"kernel void {name}(\n    " + ",\n    ".join(parameters) + ")"
+
     # the read-modify-write kinds Metal has on `atomic_float` (device memory)
     FLOAT_ATOMIC_KINDS = ("fadd", "exch", "xchg")
 
