@@ -348,7 +348,7 @@ kernel void args(device float* x [[buffer(0)]],
 @pytest.mark.parametrize("kwargs,pattern", [
     (dict(grid=-1), r"kernel 'args': grid \(-1,\): dimension x is -1; each dimension must be from 0 to 4294967295"),
     (dict(grid=(1, 2**32)), r"kernel 'args': grid \(1, 4294967296\): dimension y is 4294967296"),
-    (dict(grid=(1.5, )), r"kernel 'args': grid \(1.5,\) must be an int or a tuple of 1 to 3 ints"),
+    (dict(grid=(1.5, )), r"kernel 'args': grid \(1.5,\) must be an integer or a tuple of 1 to 3 integers"),
     (dict(threadgroup=0), r"kernel 'args': threadgroup \(0,\): dimension x is 0; each dimension must be from 1"),
     (dict(threadgroup=(1024, 2)), r"kernel 'args': threadgroup \(1024, 2, 1\) has 2048 threads; Metal allows 1 to "
      r"1024"),

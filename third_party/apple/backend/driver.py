@@ -18,6 +18,7 @@ from __future__ import annotations
 import bisect
 import functools
 import json
+import operator
 import os
 import time
 import warnings
@@ -28,7 +29,7 @@ from triton.backends.driver import DriverBase
 
 from . import knobs
 from .abi import debug_buffer
-from .abi.arguments import bytes_tensor, plan_arguments, scalar_bytes, tensor_argument
+from .abi.arguments import bytes_tensor, plan_arguments, scalar_bytes, tensor_argument, view_bytes
 from .abi.scalars import msl_of_signature
 from .abi.slots import ADDED_BUFFERS, POINTER, BufferSlot, slots_from_json
 from .errors import KernelArgError
@@ -256,6 +257,64 @@ def _emulator_converter(kernel: str, plan: List[Tuple[int, BufferSlot]]):
     return convert
 
 
+def _grid_integers(kernel: str, grid: Tuple[Any, Any, Any]) -> Tuple[int, int, int]:
+    """The grid as Python ints. Upstream's launchers parse it with PyArg_ParseTuple's integer formats, which take
+    any object with `__index__` (numpy integers, 0-d integer tensors); so does this, and it names the kernel when
+    a dimension is not an integer."""
+    try:
+        return tuple(operator.index(g) for g in grid)
+    except TypeError:
+        raise KernelArgError(f"apple backend: kernel '{kernel}': grid {tuple(grid)!r} must be integers (int, or "
+                             "any integer with __index__, such as numpy integers and 0-d integer tensors)") from None
+
+
+class StagedArguments:
+    """The pointer arguments of one launch of a kernel that asserts, moved onto copies: the kernel runs on the
+    copies, and `commit` writes them back once the launch is known to have succeeded (no failed
+    `tl.device_assert`). That is the one copy-back rule of every launch path: a failed launch leaves its
+    arguments as they were. On the emulator the runtime keeps it for its own errors; an assertion is only known
+    once the debug buffer is read, after the runtime has copied results back, and on a GPU kernels write the
+    caller's memory directly, so kernels with assertions run on these copies instead.
+
+    Views of one storage get one copy of the bytes they reach together, with their offsets and strides: what
+    one argument writes, another that aliases it reads, as it would in place."""
+
+    def __init__(self, kernel: str, plan: List[Tuple[int, BufferSlot]], args: tuple, device: str):
+        import torch
+        self._commits = []
+        views = []
+        groups: dict = {}  # storage address -> [storage, first byte, end byte]
+        for pos, p in plan:
+            if p.kind != POINTER:
+                continue
+            t = tensor_argument(kernel, p, args[pos], device)  # the storage checks, naming the argument
+            span = view_bytes(t)
+            if span is None:
+                continue
+            storage = t.untyped_storage()
+            g = groups.setdefault(storage.data_ptr(), [storage, span[0], span[1]])
+            g[1], g[2] = min(g[1], span[0]), max(g[2], span[1])
+            views.append((pos, t, storage.data_ptr()))
+        copies = {}
+        for key, (storage, lo, hi) in groups.items():
+            lo -= lo % 16  # the copy keeps each view's alignment modulo 16 (kernels may rely on it)
+            original = torch.empty(0, dtype=torch.uint8, device=storage.device).set_(storage, lo, (hi - lo, ))
+            copy = original.clone()
+            copies[key] = (copy, lo)
+            self._commits.append((original, copy))
+        staged = list(args)
+        for pos, t, key in views:
+            copy, lo = copies[key]
+            offset = (t.storage_offset() * t.element_size() - lo) // t.element_size()
+            staged[pos] = torch.empty(0, dtype=t.dtype, device=t.device).set_(copy.untyped_storage(), offset, t.shape,
+                                                                              t.stride())
+        self.args = tuple(staged)
+
+    def commit(self) -> None:
+        for original, copy in self._commits:
+            original.copy_(copy)
+
+
 class AppleLauncher:
     """Binds Triton's launch arguments to the kernel's buffer slots and dispatches one grid.
 
@@ -275,6 +334,8 @@ class AppleLauncher:
         self.added = [p for p in slots if p.is_added]  # the buffers the backend adds, in slot order
         self.locations = MslLocations(json.loads(getattr(metadata, "msl_locations", "[]") or "[]"))
         self.debug_formats = json.loads(getattr(metadata, "debug_formats", "[]") or "[]")
+        # kernels that assert run on copies of their pointer arguments (StagedArguments)
+        self.asserts = any(f.get("kind") == "assert" for f in self.debug_formats)
         if getattr(metadata, "soft_f64", False):
             _warn_soft_f64(self.name)
         self._launch = None  # EmulatorLaunch or MetalLaunch, chosen at the first launch
@@ -294,14 +355,19 @@ class AppleLauncher:
 
     def __call__(self, gridX, gridY, gridZ, _stream, function, _packed_metadata, launch_metadata, enter_hook,
                  exit_hook, *args):
+        if not (type(gridX) is int and type(gridY) is int and type(gridZ) is int):
+            gridX, gridY, gridZ = _grid_integers(self.name, (gridX, gridY, gridZ))
         if gridX * gridY * gridZ == 0:
             return
         launch = self._launch
         if launch is None:
             launch = self._launch = (EmulatorLaunch if isinstance(function, EmulatorFunction) else MetalLaunch)(self)
-        debug = launch(function, (gridX, gridY, gridZ), args, enter_hook, launch_metadata)
+        debug, staged = launch(function, (gridX, gridY, gridZ), args, enter_hook, launch_metadata)
         if debug is not None:
-            debug_buffer.report(debug.cpu().tolist(), self.debug_formats, self.name)
+            words = debug.cpu().tolist()
+            if staged is not None and debug_buffer.decode(words, self.debug_formats, self.name)[1] is None:
+                staged.commit()
+            debug_buffer.report(words, self.debug_formats, self.name)  # raises for a failed assertion
         if exit_hook is not None:
             exit_hook(launch_metadata)
 
@@ -314,12 +380,15 @@ class EmulatorLaunch:
         self._plan = None  # (EmulatorKernel, its native binding plan)
 
     def __call__(self, function: "EmulatorFunction", grid, args, enter_hook, launch_metadata):
-        """Binds `args` by the kernel's plan, calls `enter_hook` and runs the kernel. Returns the debug buffer,
-        if the kernel has one."""
+        """Binds `args` by the kernel's plan, calls `enter_hook` and runs the kernel. Returns the debug buffer (if
+        the kernel has one) and the StagedArguments to commit (if the kernel asserts)."""
         la = self.launcher
         args = la.arguments.prepare(args, "cpu")
         if not function.is_compiled:  # first launch: a bad argument is reported before clang compiles the MSL
             la.check_arguments(args)
+        staged = StagedArguments(la.name, la.plan, args, "cpu") if la.asserts else None
+        if staged is not None:
+            args = staged.args
         kernel = function.compiled(la.locations)
         plan = self._native_plan(kernel)
         if not (0 <= grid[0] <= 0xFFFFFFFF and 0 <= grid[1] <= 0xFFFFFFFF and 0 <= grid[2] <= 0xFFFFFFFF):
@@ -333,7 +402,7 @@ class EmulatorLaunch:
             if isinstance(e, EmulatorLaunchError):
                 e.args = (la.locations.explain(str(e), e.msl_lines), )
             raise
-        return added.get("debug")
+        return added.get("debug"), staged
 
     def _native_plan(self, kernel):
         """The native launcher's binding plan for `kernel` (made on its first launch): buffer slot k takes
@@ -363,6 +432,9 @@ class MetalLaunch:
     def __call__(self, function, grid, args, enter_hook, launch_metadata):
         la = self.launcher
         args = la.arguments.prepare(args, METAL_DEVICE)
+        staged = StagedArguments(la.name, la.plan, args, METAL_DEVICE) if la.asserts else None
+        if staged is not None:
+            args = staged.args
         buffers = []
         for pos, p in la.plan:
             if p.kind == POINTER:
@@ -383,7 +455,7 @@ class MetalLaunch:
         if debug is not None:
             import torch
             torch.mps.synchronize()
-        return debug
+        return debug, staged
 
 
 class AppleDriver(DriverBase):

@@ -164,7 +164,47 @@ def tensor_argument(kernel: str, p: BufferSlot, value: Any, device: str) -> Any:
         return address_view(where, value, device)
     if value is None or not hasattr(value, "data_ptr"):
         raise KernelArgError(f"{where} expects a tensor, got {type(value).__name__}")
+    problem = storage_problem(value)
+    if problem:
+        raise KernelArgError(f"{where}: {problem}")
     return value
+
+
+def view_bytes(t: Any) -> Optional[Tuple[int, int]]:
+    """[first, end) byte offsets, within its storage, of the elements tensor `t` can reach (None: it has none)."""
+    if t.numel() == 0:
+        return None
+    lo = hi = t.storage_offset()
+    for size, stride in zip(t.shape, t.stride()):
+        if stride < 0:
+            lo += (size - 1) * stride
+        else:
+            hi += (size - 1) * stride
+    return lo * t.element_size(), (hi + 1) * t.element_size()
+
+
+def storage_problem(t: Any) -> Optional[str]:
+    """Why tensor `t`'s view does not lie inside its storage (freed with `untyped_storage().resize_(0)`, shrunk
+    below the view's extent), or None. A launch binds the view's bytes and copies results back into them: a view
+    past its storage would read and write memory the tensor no longer owns."""
+    if t.device.type == "meta":  # no memory to bind: the launch path refuses the device, saying so
+        return None
+    span = view_bytes(t)
+    if span is None:
+        return None
+    try:
+        storage = t.untyped_storage()
+        base, nbytes = storage.data_ptr(), storage.nbytes()
+    except (RuntimeError, NotImplementedError):  # no storage of its own (fake or meta tensors): nothing to bind
+        return None
+    lo, hi = span
+    if base == 0 or nbytes == 0:
+        return (f"its storage was freed (it holds 0 bytes; the view spans {hi - lo} bytes), e.g. by "
+                "untyped_storage().resize_(0): pass a tensor whose storage is alive")
+    if lo < 0 or hi > nbytes:
+        return (f"its view spans bytes {lo} to {hi} of its storage, which holds only {nbytes} bytes (shrunk by "
+                "untyped_storage().resize_?): the launch would read and write past the storage")
+    return None
 
 
 def address_view(where: str, address: int, device: str):

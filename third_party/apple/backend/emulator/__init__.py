@@ -5,8 +5,8 @@ a host shared object; the runtime (``native/emulator_runtime.cpp``) runs the ker
 threadgroup on a host thread and each Metal thread on a fiber, with out-of-bounds accesses,
 divergent barriers/collectives and deadlocks reported as :class:`EmulatorLaunchError`.
 Launches go through the native launcher ``native/launcher.c`` (compiled on first use by Triton's
-``compile_module_from_file`` into Triton's cache; ``launcher.launcher()``), which needs a C compiler and
-Python's headers.
+``compile_so_from_file`` into Triton's cache and loaded once it passes the cache's trust rule;
+``launcher.launcher()``), which needs a C compiler and Python's headers.
 
 Modules, by job: ``clang`` (which compiler, which flags), ``cache`` (the on-disk cache: trust, entries),
 ``build`` (runtime, precompiled header and kernel builds, compile diagnostics), ``symbolizer`` (fault
@@ -17,7 +17,7 @@ errors).
 
 What it takes from the rest of the backend, and nothing else: the scalar ABI (``abi.scalars``: type
 sizes and the one packer), the target's limits (``target``), its settings (``knobs``); from Triton: the
-cache directory (``triton.knobs.cache``) and ``triton.runtime.build.compile_module_from_file`` for the
+cache directory (``triton.knobs.cache``) and ``triton.runtime.build.compile_so_from_file`` for the
 launcher.
 
     from triton.backends.apple.emulator import compile_msl, Scalar
@@ -26,7 +26,7 @@ launcher.
 
 See README.md in this directory for what is emulated and checked.
 """
-from .errors import (EmulatorCacheError, EmulatorCacheWarning, EmulatorCompileError, EmulatorError,
+from .errors import (EmulatorCacheError, EmulatorCacheIOError, EmulatorCacheWarning, EmulatorCompileError, EmulatorError,
                      EmulatorLaunchError, EmulatorWarning)
 from .signature import KernelParam
 from .kernel import EmulatorKernel, clear_memory_cache, compile_msl
@@ -43,6 +43,7 @@ __all__ = [
     "EmulatorLaunchError",
     "EmulatorWarning",
     "EmulatorCacheError",
+    "EmulatorCacheIOError",
     "EmulatorCacheWarning",
     "bench_fiber_switch",
     "clear_memory_cache",

@@ -3,6 +3,7 @@ header and each kernel's library, from the native sources in `native/`; a failed
 EmulatorCompileError that points at the user's MSL lines."""
 from __future__ import annotations
 
+import errno
 import functools
 import os
 import re
@@ -14,9 +15,10 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from .. import knobs
-from .cache import hash_parts, file_mode, tmp_name, unlink_quietly, write_file, cache_root, cached_entry
+from .cache import (LOW_SPACE, cache_root, cached_entry, file_mode, free_bytes, hash_parts, tmp_name, unlink_quietly,
+                    write_file)
 from .clang import KERNEL_FLAGS, RUNTIME_FLAGS, SHLIB_SUFFIX, compiler_version, extra_link_flags, find_compiler, host_arch_flags
-from .errors import EmulatorCacheWarning, EmulatorCompileError, EmulatorError
+from .errors import EmulatorCacheIOError, EmulatorCacheWarning, EmulatorCompileError, EmulatorError
 
 NATIVE_DIR = Path(__file__).resolve().parent / "native"  # ships inside the package, in every install
 
@@ -70,6 +72,35 @@ def _compile_into(cmd: List[str], out: Path, cwd: Path) -> subprocess.CompletedP
 
 
 
+_CRASH = re.compile(r"No space left on device|Bus error|due to signal|PLEASE submit a bug report|unable to execute "
+                    r"command|LLVM ERROR|Stack dump:|error: unable to (open|write) output|I/O error")
+
+
+def failure_outside_the_source(res: subprocess.CompletedProcess, directory: Path, inputs: List[str],
+                               what: str) -> Optional[EmulatorCacheIOError]:
+    """When a compile failed for a reason that is not in the source, the error that says so (None otherwise):
+    its inputs went missing (the cache entry was removed under the build), or the disk is full. A full disk
+    often shows as a crashed compiler or linker (lld maps its output file; writing the mapping on a full disk
+    is a SIGBUS, "Bus error"), so a crash or an output error while the disk holding the entry is nearly full is
+    reported as the full disk."""
+    missing = [name for name in inputs if not (directory / name).is_file()]
+    if not directory.is_dir() or missing:
+        where = directory / missing[0] if missing and directory.is_dir() else directory
+        return EmulatorCacheIOError(
+            f"Metal emulator cache: {where} went missing while {what} was being compiled (was the cache directory "
+            "removed meanwhile, by a cache cleanup?); run again to rebuild it", errno.ENOENT, str(where))
+    free = free_bytes(directory)
+    full = "No space left on device" in res.stderr or (free is not None and free < LOW_SPACE and
+                                                       (_CRASH.search(res.stderr) or res.returncode < 0))
+    if full:
+        return EmulatorCacheIOError(
+            f"Metal emulator cache: no space left on the device holding {directory} while compiling {what} "
+            f"({free if free is not None else 'unknown'} bytes free; the compiler's last words: "
+            f"{res.stderr.strip().splitlines()[-1] if res.stderr.strip() else 'none'}): free some space, or set "
+            "TRITON_CACHE_DIR to a directory on another disk", errno.ENOSPC, str(directory))
+    return None
+
+
 RUNTIME_LIB = "libtriton_apple_emulator" + SHLIB_SUFFIX
 KERNEL_LIB = "kernel" + SHLIB_SUFFIX
 PCH = "metal_compat.pch"
@@ -92,9 +123,9 @@ def build_runtime() -> Path:
         cmd = [cxx, *flags, "-I", str(inc), str(lib / "emulator_runtime.cpp"), "-ldl"]
         res = _compile_into(cmd, directory / RUNTIME_LIB, directory)
         if res.returncode != 0:
-            raise EmulatorError("failed to build the Metal emulator runtime:\n" + " ".join(cmd) + "\n" + res.stderr)
+            raise failure_outside_the_source(res, directory, [], "the emulator runtime") or EmulatorError("failed to build the Metal emulator runtime:\n" + " ".join(cmd) + "\n" + res.stderr)
 
-    cached_entry(out_dir, [RUNTIME_LIB], build)
+    cached_entry(out_dir, [RUNTIME_LIB], build, "the emulator runtime")
     return out_dir / RUNTIME_LIB
 
 
@@ -131,16 +162,27 @@ def build_pch() -> Optional[Path]:
             cmd = [cxx, *_pch_flags(), "-I", str(directory), "-x", "c++-header", str(directory / "metal_compat.h")]
             res = _compile_into(cmd, directory / PCH, directory)
             if res.returncode != 0:
-                raise EmulatorError("failed to precompile the Metal compat header:\n" + " ".join(cmd) + "\n" +
-                                    res.stderr)
+                raise failure_outside_the_source(res, directory, sorted(headers), "the precompiled compat header") \
+                    or EmulatorError("failed to precompile the Metal compat header:\n" + " ".join(cmd) + "\n" +
+                                     res.stderr)
 
         try:
-            cached_entry(out_dir, [PCH] + sorted(headers), build)
+            cached_entry(out_dir, [PCH] + sorted(headers), build, "the precompiled compat header")
+        except EmulatorCacheIOError:
+            raise  # a full disk or a removed cache: kernel builds would fail the same way
         except EmulatorError as e:
             warnings.warn(EmulatorCacheWarning(f"Metal emulator: {e}; kernels are compiled without it"))
             return None
         _pch_dir = out_dir
         return out_dir
+
+
+def _after_fork_in_child() -> None:
+    global _pch_lock
+    _pch_lock = threading.Lock()  # see cache._after_fork_in_child
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def kernel_key(source: str, kernel_name: str, trampoline: str) -> str:
@@ -175,10 +217,11 @@ def build_kernel(source: str, kernel_name: str, trampoline: str, trampoline_line
             cmd = [cxx, *KERNEL_FLAGS, "-I", str(inc), "entry.cpp", *extra_link_flags()]  # a PCH problem
             res = _compile_into(cmd, directory / KERNEL_LIB, directory)
         if res.returncode != 0:
-            raise _compile_error(res.stderr, kernel_name, msl_name, directory, inc, trampoline_lines, sig_line,
-                                 original_source, extra_prefixes=[str(pch)] if pch else [])
+            raise failure_outside_the_source(res, directory, [msl_name, "entry.cpp"], f"kernel '{kernel_name}'") or \
+                _compile_error(res.stderr, kernel_name, msl_name, directory, inc, trampoline_lines, sig_line,
+                               original_source, extra_prefixes=[str(pch)] if pch else [])
 
-    hit = cached_entry(out_dir, [KERNEL_LIB, msl_name, "entry.cpp"], build)
+    hit = cached_entry(out_dir, [KERNEL_LIB, msl_name, "entry.cpp"], build, f"kernel '{kernel_name}'")
     return out_dir / KERNEL_LIB, hit
 
 

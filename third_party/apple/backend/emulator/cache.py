@@ -10,12 +10,19 @@ Its rules:
   used only if every file matches. A damaged entry (truncated or garbage library, edited source, broken
   manifest) is rebuilt with one :class:`EmulatorCacheWarning` naming the file; temporaries left by a killed
   build are deleted by the next build of that entry;
-* files are created with the user's umask but never group/world-writable; libraries are refused (an
-  :class:`EmulatorCacheError`) from a directory that another user owns or that group/others may write to,
-  unless ``TRITON_APPLE_EMULATOR_TRUST_CACHE=1``; each directory is checked once per process.
+* files are created with the user's umask but never group/world-writable; libraries (the kernels', the
+  runtime's, the native launcher's) are refused (an :class:`EmulatorCacheError`) when they, or a directory above
+  them, are owned by another user or writable by group/others (directories above may be sticky, as /tmp),
+  unless ``TRITON_APPLE_EMULATOR_TRUST_CACHE=1`` (:func:`check_trusted`); each directory is checked once per
+  process;
+* a write that fails (a full disk, a file removed under the build) is an :class:`EmulatorCacheIOError` naming
+  the file, what was being built and what happened;
+* a child forked while a thread of the parent builds an entry gets fresh locks (``os.register_at_fork``) and
+  waits for the parent's build through the ``flock``, which it no longer shares.
 """
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import json
@@ -29,7 +36,7 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
 from .. import knobs
-from .errors import EmulatorCacheError, EmulatorCacheWarning
+from .errors import EmulatorCacheError, EmulatorCacheIOError, EmulatorCacheWarning
 
 
 
@@ -54,23 +61,49 @@ def file_mode(executable: bool = False) -> int:
 _trusted_dirs: set = set()
 
 
-def _check_trusted(path: Path) -> None:
-    """Refuse a cache directory (or file) that another user owns or that group/others may write to."""
-    key = str(path)
-    if key in _trusted_dirs or knobs.emulator_trust_cache.get():
+def _distrust(st: os.stat_result, allow_sticky: bool) -> Optional[str]:
+    """What makes a file or directory with status `st` untrustworthy, or None. Trusted: owned by this user or
+    root, and writable by nobody else; a directory above the one loaded from may be writable by others if it is
+    sticky (as /tmp): others can add names there but cannot replace or rename this user's entries, and what is
+    below is checked in its own right."""
+    if st.st_uid not in (os.geteuid(), 0):
+        return f"owned by another user (uid {st.st_uid})"
+    if st.st_mode & 0o022 and not (allow_sticky and stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_ISVTX):
+        who = ("group and others" if st.st_mode & 0o022 == 0o022 else "others" if st.st_mode & 0o002 else "group")
+        return f"writable by {who} (mode {stat.S_IMODE(st.st_mode):o})"
+    return None
+
+
+TRUST_RULE = ("a file the backend loads or runs from a cache, and every directory above it, must be owned by this "
+              "user or root and writable by no one else (directories above it may be sticky, as /tmp)")
+
+
+def check_trusted(path: Path, what: str = "Metal emulator libraries") -> None:
+    """Refuse to load `what` from `path` (a file or a cache directory) when it or a directory above it is owned by
+    another user or writable by others (:data:`TRUST_RULE`): another user could put code there that would run in
+    this process. Raises :class:`EmulatorCacheError` naming the path, what is wrong with it and the rule; each
+    directory is checked once per process. ``TRITON_APPLE_EMULATOR_TRUST_CACHE=1`` turns the check off."""
+    if knobs.emulator_trust_cache.get():
         return
-    st = os.stat(path)
-    owner_ok = st.st_uid in (os.geteuid(), 0)
-    if not owner_ok or st.st_mode & 0o022:
-        who = "owned by another user (uid %d)" % st.st_uid if not owner_ok else \
-            "writable by %s (mode %o)" % ("group and others" if st.st_mode & 0o022 == 0o022 else
-                                          "others" if st.st_mode & 0o002 else "group", stat.S_IMODE(st.st_mode))
-        raise EmulatorCacheError(
-            f"refusing to load Metal emulator libraries from {path}: it is {who}, so another user could put code "
-            f"there that would run in this process. Use a private TRITON_CACHE_DIR, or `chmod go-w {path}`, or set "
-            "TRITON_APPLE_EMULATOR_TRUST_CACHE=1 if everyone who can write there is trusted.")
-    if stat.S_ISDIR(st.st_mode):
-        _trusted_dirs.add(key)
+    path = Path(os.path.abspath(path))
+    for i, p in enumerate([path, *path.parents]):
+        key = str(p)
+        if key in _trusted_dirs:
+            break  # and everything above it
+        st = os.stat(p)
+        problem = _distrust(st, allow_sticky=i > 0)
+        if problem:
+            shown = path if p == path else f"{path}: the directory {p} above it"
+            raise EmulatorCacheError(
+                f"refusing to load {what} from {shown}: it is {problem}, so another user could put code there that "
+                f"would run in this process (the rule: {TRUST_RULE}). Use a private TRITON_CACHE_DIR, or "
+                f"`chmod go-w {p}`, or set TRITON_APPLE_EMULATOR_TRUST_CACHE=1 if everyone who can write there is "
+                "trusted.")
+        if stat.S_ISDIR(st.st_mode):
+            _trusted_dirs.add(key)
+
+
+_check_trusted = check_trusted
 
 
 def _make_dir(path: Path) -> None:
@@ -104,7 +137,29 @@ _MANIFEST = "manifest.json"
 _TMP_PREFIX = ".tmp-"
 _entry_locks: Dict[str, threading.Lock] = {}
 _entry_locks_guard = threading.Lock()
+_held_lock_fds: set = set()  # descriptors of the `.lock` files whose flock a build of this process holds
 _warned: set = set()
+
+
+def _after_fork_in_child() -> None:
+    """A child forked while another thread built an entry must not inherit that build's locks: the thread that
+    would release them does not exist in the child. Fresh in-process locks; and the child's copies of the lock
+    files' descriptors are closed, because a flock belongs to the open file, which the child's copy shares with
+    the parent: while the child kept it, the parent's build would end without releasing the lock and the child,
+    waiting on its own descriptor for the finished entry, would wait forever. (The parent's lock stays held
+    through its own descriptor until its build is done.)"""
+    global _entry_locks_guard
+    _entry_locks_guard = threading.Lock()
+    _entry_locks.clear()
+    for fd in list(_held_lock_fds):
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    _held_lock_fds.clear()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def tmp_name(directory: Path, name: str) -> Path:
@@ -120,8 +175,10 @@ def write_file(path: Path, data: bytes, executable: bool = False) -> None:
             f.write(data)
         os.chmod(tmp, file_mode(executable))
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         unlink_quietly(tmp)
+        if isinstance(e, OSError) and e.filename is None:
+            e.filename = str(path)  # what was being written, for the error that reports it
         raise
 
 
@@ -173,17 +230,56 @@ def _entry_lock(directory: Path) -> threading.Lock:
         return _entry_locks.setdefault(str(directory), threading.Lock())
 
 
-def cached_entry(directory: Path, required: List[str], build: Callable[[Path], Dict[str, bytes]]) -> bool:
+def free_bytes(path: Path) -> Optional[int]:
+    """Bytes free for this user on the file system holding `path` (None when that cannot be read)."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
+
+
+LOW_SPACE = 64 << 20  # below this, a build that failed for no reason of its own is blamed on the disk
+
+
+def io_error(e: OSError, directory: Path, what: str) -> EmulatorCacheIOError:
+    """An OSError of a cache build, as an error that says what happened, to which file, building what."""
+    name = e.filename or directory
+    if e.errno == errno.ENOSPC or e.errno == errno.EDQUOT:
+        text = (f"Metal emulator cache: no space left on the device holding {directory} while writing {name} "
+                f"({what}; {free_bytes(directory) or 0} bytes free): free some space, or set TRITON_CACHE_DIR to a "
+                "directory on another disk")
+    elif e.errno == errno.ENOENT:
+        text = (f"Metal emulator cache: {name} went missing while {what} was being built (was the cache directory "
+                f"{directory} removed meanwhile, by a cache cleanup?); run again to rebuild it")
+    else:
+        text = f"Metal emulator cache: {e.strerror or e} for {name} ({what})"
+    return EmulatorCacheIOError(text, e.errno, str(name))
+
+
+def cached_entry(directory: Path, required: List[str], build: Callable[[Path], Dict[str, bytes]],
+                 what: str = "a cache entry") -> bool:
     """Make sure the cache entry `directory` is complete; returns True if it already was (a cache hit).
 
     `build(directory)` writes the entry's files (with :func:`write_file` or :func:`_compile_into`, so that
-    a killed build leaves only temporaries) or raises. The manifest is written here, last."""
+    a killed build leaves only temporaries) or raises. The manifest is written here, last. `what` names what is
+    built ("kernel 'add'") in the errors of a failed write (:class:`EmulatorCacheIOError`)."""
+    try:
+        return _cached_entry(directory, required, build)
+    except EmulatorCacheIOError:
+        raise
+    except OSError as e:
+        raise io_error(e, directory, what) from e
+
+
+def _cached_entry(directory: Path, required: List[str], build: Callable[[Path], Dict[str, bytes]]) -> bool:
     _make_dir(directory)
     _check_trusted(directory)
     if _verify(directory, required) is None:
         return True
     with _entry_lock(directory):
         lock_fd = os.open(directory / ".lock", os.O_RDWR | os.O_CREAT, file_mode())
+        _held_lock_fds.add(lock_fd)
         try:
             fcntl.flock(lock_fd, fcntl.LOCK_EX)
             problem = _verify(directory, required)
@@ -202,4 +298,5 @@ def cached_entry(directory: Path, required: List[str], build: Callable[[Path], D
             write_file(directory / _MANIFEST, json.dumps({"files": files}, indent=1).encode())
             return False
         finally:
+            _held_lock_fds.discard(lock_fd)
             os.close(lock_fd)  # releases the flock

@@ -47,6 +47,15 @@ class EmulatorCacheError(EmulatorError):
     """The emulator's cache directory cannot be trusted (another user owns it or may write to it)."""
 
 
+class EmulatorCacheIOError(EmulatorError):
+    """A file of the emulator's cache could not be written or was missing (a full disk, a cache removed while a
+    build ran). ``errno`` (the OSError's, or None) and ``filename`` say which."""
+
+    def __init__(self, message: str, errno: Optional[int] = None, filename: Optional[str] = None):
+        super().__init__(message)
+        self.errno, self.filename = errno, filename
+
+
 class EmulatorCacheWarning(RuntimeWarning):
     """A damaged entry of the emulator's on-disk cache was found (and is being rebuilt)."""
 

@@ -4,19 +4,20 @@ from __future__ import annotations
 
 import collections
 import ctypes
+import operator
 import os
 import sys
 import threading
 import warnings
 import weakref
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
 from .. import knobs
 from ..target import MAX_THREADS_PER_THREADGROUP
 from . import build
 from . import signature as _sig
-from .errors import EmulatorCompileError, EmulatorLaunchError, EmulatorWarning
+from .errors import EmulatorCompileError, EmulatorError, EmulatorLaunchError, EmulatorWarning
 from .launcher import launch_config, launcher
 from .library import LOADED_LIBRARIES, TT_BUF_READONLY, TT_BUF_SCALAR, runtime_library
 from .scalar import Scalar, _is_integer, _parse_type
@@ -52,10 +53,15 @@ _EVENT_TEXT = {
 
 def _dim3(kernel: str, v, what: str, lo: int) -> Tuple[int, int, int]:
     """`grid`/`threadgroup` as 3 integers, each from `lo` to 2^32-1 (Metal's sizes are uint)."""
-    dims = (v, ) if isinstance(v, int) else tuple(v) if isinstance(v, (tuple, list)) else None
-    if dims is None or not 1 <= len(dims) <= 3 or not all(isinstance(x, int) for x in dims):
-        raise EmulatorLaunchError(f"kernel '{kernel}': {what} {v!r} must be an int or a tuple of 1 to 3 ints",
-                                  kernel_name=kernel)
+    # any integer with __index__ (numpy integers, 0-d integer tensors), as upstream's launchers take grids
+    dims = tuple(v) if isinstance(v, (tuple, list)) else (v, )
+    try:
+        if not 1 <= len(dims) <= 3:
+            raise TypeError
+        dims = tuple(operator.index(x) for x in dims)
+    except TypeError:
+        raise EmulatorLaunchError(f"kernel '{kernel}': {what} {v!r} must be an integer or a tuple of 1 to 3 "
+                                  "integers", kernel_name=kernel) from None
     for axis, x in zip("xyz", dims):
         if not lo <= x < 1 << 32:
             raise EmulatorLaunchError(
@@ -104,11 +110,32 @@ def _span_bytes(shape, strides_elems, itemsize) -> int:
     return (1 + sum((s - 1) * st for s, st in zip(shape, strides_elems))) * itemsize
 
 
+def _storage_problem(t, nbytes: int) -> Optional[str]:
+    """Why the `nbytes` from CPU tensor `t`'s data pointer are not all inside its storage, or None. The runtime
+    copies those bytes in and, after a successful launch, back out: past a freed or shrunk storage (with
+    `untyped_storage().resize_`) that would read garbage and write over memory the tensor no longer owns. (The
+    native launcher makes the same check on its fast path and leaves such tensors to this one.)"""
+    if nbytes == 0:
+        return None
+    storage = t.untyped_storage()
+    base, size = storage.data_ptr(), storage.nbytes()
+    if base == 0 or size == 0:
+        return (f"the tensor's storage was freed (it holds 0 bytes; the view spans {nbytes} bytes), e.g. by "
+                "untyped_storage().resize_(0)")
+    start = t.data_ptr() - base
+    if start < 0 or start + nbytes > size:
+        return (f"the tensor's view spans bytes {start} to {start + nbytes} of its storage, which holds only "
+                f"{size} bytes (shrunk by untyped_storage().resize_?)")
+    return None
+
+
 class EmulatorKernel:
     """A compiled MSL kernel. ``params`` lists every parameter (:class:`KernelParam`)."""
 
-    def __init__(self, name: str, source: str, signature: _sig.KernelSignature, so_path: Path, cache_hit: bool):
+    def __init__(self, name: str, source: str, signature: _sig.KernelSignature, so_path: Path, cache_hit: bool,
+                 rebuild: Optional[Callable[[], Tuple[Path, bool]]] = None):
         self.name = name
+        self._rebuild = rebuild  # builds the cache entry again when its library went away (_entry_point)
         self.source = source
         self.signature = signature
         self.params = signature.params
@@ -175,6 +202,10 @@ class EmulatorKernel:
             nbytes = _span_bytes(arg.shape, arg.stride(), arg.element_size())
             if any(st < 0 for st in arg.stride()):
                 raise EmulatorLaunchError(f"kernel '{self.name}': negative strides are not supported",
+                                          kernel_name=self.name, param=p.name, slot=p.index)
+            problem = _storage_problem(arg, nbytes)
+            if problem:
+                raise EmulatorLaunchError(f"kernel '{self.name}': parameter '{p.name}': {problem}",
                                           kernel_name=self.name, param=p.name, slot=p.index)
             return _Bound(arg.data_ptr(), nbytes, ro, p.elem_size or arg.element_size(), arg)
         if hasattr(arg, "__array_interface__"):
@@ -299,7 +330,7 @@ class EmulatorKernel:
         once the arguments are bound, just before the kernel starts.
         ``config``: :func:`launch_config`'s tuple, or None for the knobs' settings. Raises
         :class:`EmulatorLaunchError` on any failure; buffers are written back only on success."""
-        entry = LOADED_LIBRARIES.acquire(self.so_path, self.name)
+        entry = self._entry_point()
         try:
             result = self._launcher.launch(plan, entry, grid, threadgroup, config, args, extra, enter_hook, metadata)
         finally:
@@ -310,6 +341,20 @@ class EmulatorKernel:
                 self._warn_events(res)
             if res.status != 0:
                 raise self._launch_error(res)
+
+    def _entry_point(self) -> int:
+        """The kernel's entry point, its library held until LOADED_LIBRARIES.release. A library unloaded by the
+        limit on loaded libraries is loaded again from the cache; when its cache entry was removed meanwhile (a
+        cache cleanup), the entry is built again first, as a first launch would."""
+        try:
+            return LOADED_LIBRARIES.acquire(self.so_path, self.name)
+        except OSError as e:
+            if self.so_path.is_file() or self._rebuild is None:
+                raise EmulatorError(f"kernel '{self.name}': its library {self.so_path} cannot be loaded: {e}") from e
+        so, _ = self._rebuild()
+        LOADED_LIBRARIES.forget(so)
+        self.so_path = Path(so)
+        return LOADED_LIBRARIES.acquire(self.so_path, self.name)
 
     # -- reporting -------------------------------------------------------------------------------
     def _source_line(self, n: int) -> str:
@@ -362,6 +407,14 @@ _memory_cache: "collections.OrderedDict[str, EmulatorKernel]" = collections.Orde
 _compile_lock = threading.Lock()
 
 
+def _after_fork_in_child() -> None:
+    global _compile_lock
+    _compile_lock = threading.Lock()  # see cache._after_fork_in_child
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def clear_memory_cache() -> None:
     """Forget kernels compiled in this process (the on-disk cache is kept)."""
     with _compile_lock:
@@ -393,10 +446,14 @@ def compile_msl(source: Union[str, bytes], kernel_name: str) -> EmulatorKernel:
             _memory_cache.move_to_end(key)
             return k
     runtime_library()  # built and loaded (RTLD_GLOBAL) before any kernel
-    so, hit = build.build_kernel(rewritten, kernel_name, trampoline, tramp_lines, sig.line, source)
+
+    def rebuild() -> Tuple[Path, bool]:
+        return build.build_kernel(rewritten, kernel_name, trampoline, tramp_lines, sig.line, source)
+
+    so, hit = rebuild()
     if not hit:
         LOADED_LIBRARIES.forget(so)
-    k = EmulatorKernel(kernel_name, source, sig, so, hit)
+    k = EmulatorKernel(kernel_name, source, sig, so, hit, rebuild)
     with _compile_lock:
         _memory_cache[key] = k
         while len(_memory_cache) > max(1, knobs.emulator_max_loaded.get()):

@@ -1,20 +1,24 @@
-"""The native launcher (`native/launcher.c`): compiled on first use with Triton's `compile_module_from_file` into
-Triton's cache, as upstream compiles its own launchers, and bound to the loaded runtime; and the per-launch settings
+"""The native launcher (`native/launcher.c`): compiled on first use with Triton's `compile_so_from_file` into
+Triton's cache, as upstream compiles its own launchers, loaded once the file (and every directory above it) passes
+the emulator cache's trust rule (`cache.check_trusted`), and bound to the loaded runtime; and the per-launch settings
 it takes from the TRITON_APPLE_EMULATOR_* knobs. There is no other launch path: a machine that cannot compile it
 (no C compiler, no Python headers) gets an EmulatorError saying what to install."""
 from __future__ import annotations
 
 import ctypes
 import hashlib
+import importlib.util
 import os
 import shutil
 import sys
 import sysconfig
 import threading
+from pathlib import Path
 from typing import Optional, Tuple
 
 from .. import knobs
 from . import build
+from .cache import check_trusted
 from .errors import EmulatorError, EmulatorLaunchError
 from .library import ABI_VERSION, runtime_library
 
@@ -61,7 +65,7 @@ def _why_no_launcher() -> str:
 
 
 def _compile_launcher():
-    from triton.runtime.build import compile_module_from_file
+    from triton.runtime.build import compile_so_from_file
     inc, _ = build.native_dirs()
     # Triton's cache key covers the source and the flags, not included files: the headers' digest goes in a flag,
     # so that a change of the runtime's ABI header rebuilds the launcher.
@@ -72,12 +76,23 @@ def _compile_launcher():
     if sys.platform == "darwin":  # Python's symbols come from the interpreter that loads the module
         flags += ["-undefined", "dynamic_lookup"]
     try:
-        return compile_module_from_file(src_path=str(LAUNCHER_SOURCE), name=LAUNCHER_MODULE, include_dirs=[str(inc)],
-                                        ccflags=flags)
-    except Exception as e:  # noqa: BLE001 (any failure to build or load it is the same problem, said once)
+        # the path, not the module: it is loaded here, once it passed the cache's trust rule
+        path = compile_so_from_file(src_path=str(LAUNCHER_SOURCE), name=LAUNCHER_MODULE, include_dirs=[str(inc)],
+                                    ccflags=flags)
+    except Exception as e:  # noqa: BLE001 (any failure to build it is the same problem, said once)
         raise EmulatorError(f"the emulator's launcher {LAUNCHER_SOURCE} could not be compiled ({type(e).__name__}: "
                             f"{e}): {_why_no_launcher()}. Emulator launches need it (a C compiler and "
                             "Python's headers, as Triton's own launchers do)") from e
+    # Triton's cache may be shared: a library someone else put at the launcher's key would run in this process
+    check_trusted(Path(path), "the emulator's native launcher")
+    try:
+        spec = importlib.util.spec_from_file_location(LAUNCHER_MODULE, path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+    except Exception as e:  # noqa: BLE001 (no compiler ran: the file in the cache is what failed)
+        raise EmulatorError(f"the emulator's launcher {path}, found in Triton's cache, could not be loaded "
+                            f"({type(e).__name__}: {e}); remove it to have it compiled again") from e
+    return mod
 
 
 def launcher():
@@ -99,6 +114,13 @@ def launcher():
             _launcher = mod
     return _launcher
 
+
+def _after_fork_in_child() -> None:
+    global _launcher_lock
+    _launcher_lock = threading.Lock()  # held by a thread that is not in the child: it would never be released
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 _CONFIG_KNOBS = (knobs.emulator_threads, knobs.emulator_stack_kb, knobs.emulator_schedule, knobs.emulator_ub,
                  knobs.emulator_timeout)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import _ctypes
 import collections
 import ctypes
+import os
 import threading
 from pathlib import Path
 from typing import List
@@ -105,3 +106,15 @@ class _LoadedLibraries:
 
 
 LOADED_LIBRARIES = _LoadedLibraries()
+
+
+def _after_fork_in_child() -> None:
+    """Fresh locks in a forked child: a lock another thread held at the fork stays held there forever (that
+    thread does not exist in the child). The loaded runtime and libraries are the parent's mappings, valid in
+    the child; the runtime's own state is reset by its pthread_atfork handler."""
+    global _lib_lock
+    _lib_lock = threading.Lock()
+    LOADED_LIBRARIES._lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -65,16 +65,48 @@ class _Symbolizer:
 
 
     def close(self) -> None:
-        with self._lock:
-            if self._proc is not None and self._proc.poll() is None:
-                self._proc.stdin.close()  # it exits at the end of its input
-                self._proc.wait(timeout=5)
-                self._proc.stdout.close()
-            self._proc = None
+        """At exit: end the symbolizer without delaying the exit. Closing its input ends it, unless a forked
+        child still holds a copy of that pipe (children drop theirs at fork, but a child forked by other means,
+        or still starting, may not have): so it gets a moment, then is killed. Never raises."""
+        acquired = self._lock.acquire(timeout=0.1)  # a thread stuck in a query must not hold up the exit
+        try:
+            proc, self._proc = self._proc, None
+            if proc is None:
+                return
+            try:
+                proc.stdin.close()  # it exits at the end of its input
+                proc.wait(timeout=0.2)
+            except Exception:  # noqa: BLE001 (TimeoutExpired, a broken pipe: it is killed below)
+                pass
+            try:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait(timeout=1)
+                proc.stdout.close()
+            except Exception:  # noqa: BLE001 (exiting: nothing to report it to)
+                pass
+        finally:
+            if acquired:
+                self._lock.release()
+
+    def after_fork_in_child(self) -> None:
+        """The child must not talk to (or wait for) the parent's symbolizer: it gets its own on its first fault.
+        Its copies of the pipes are closed, so that the parent's symbolizer still sees the end of its input when
+        the parent closes it."""
+        self._lock = threading.Lock()
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            for f in (proc.stdin, proc.stdout):
+                try:
+                    f.close()  # the child's copy of the descriptor
+                except (OSError, ValueError):
+                    pass
+            proc.returncode = 0  # not ours to wait for: Popen's finaliser must not reap it
 
 
 _SYMBOLIZER = _Symbolizer()
 atexit.register(_SYMBOLIZER.close)
+os.register_at_fork(after_in_child=_SYMBOLIZER.after_fork_in_child)
 
 
 def symbolize(module: str, offset: int, msl_name: str) -> Optional[Tuple[int, int]]:

@@ -2,16 +2,16 @@
  * The emulator's native launcher (the role upstream's generated CUDA launchers play): the per-launch hot path of
  * the Metal-on-CPU emulator.
  *
- * Compiled on first use by backend/emulator/runtime.py with Triton's compile_module_from_file and kept in
+ * Compiled on first use by backend/emulator/launcher.py with Triton's compile_so_from_file and kept in
  * Triton's cache, as upstream compiles its launcher. It talks to the emulator runtime only through the runtime's
  * C ABI (native/include/emulator_runtime.h), by function addresses the Python side takes from the runtime library it
  * has already loaded: this module links against nothing but Python.
  *
  * What it does per launch, instead of the ctypes marshalling it replaces:
  *   - turns each bound argument into a tt_buffer_desc: a CPU torch tensor into its data pointer and the bytes
- *     its view spans (sizes and strides), a Python int/float/bool into the bytes of its Metal scalar type with
- *     the range checks of the Python binder; anything else (and anything these checks refuse) goes to a Python
- *     hook, which either binds it (numpy arrays, bytes, emulator.Scalar, triton.reinterpret views) or raises
+ *     its view spans (sizes and strides), once they are known to lie inside the tensor's storage; a Python
+ *     int/float/bool into the bytes of its Metal scalar type with the range checks of the Python binder;
+ *     anything else (and anything these checks refuse) goes to a Python hook, which either binds it (numpy arrays, bytes, emulator.Scalar, triton.reinterpret views) or raises
  *     the error that names the kernel, the argument and what was wrong;
  *   - calls the launch-enter hook, then runs tt_emu_launch_begin / tt_emu_launch_wait in slices of
  *     WAIT_SLICE_MS with the GIL released, running Python's signal handlers between slices: Ctrl-C cancels the
@@ -315,7 +315,8 @@ static int pack_scalar(PyObject *v, uint32_t t, scalar_bytes *out, uint32_t *nby
   return 1;
 }
 
-static PyObject *str_is_cpu, *str_data_ptr, *str_shape, *str_stride, *str_element_size;
+static PyObject *str_is_cpu, *str_data_ptr, *str_shape, *str_stride, *str_element_size, *str_untyped_storage,
+    *str_nbytes;
 
 static int as_u64(PyObject *o, uint64_t *out) {
   if (!o)
@@ -390,6 +391,19 @@ static int bind_tensor(PyObject *t, uint64_t *host, uint64_t *nbytes, uint32_t *
     return rc;
   if (as_u64(PyObject_CallMethodNoArgs(t, str_data_ptr), host) < 0)
     goto odd;
+  if (*nbytes) { /* the view must lie inside its storage (freed or shrunk by resize_: the hook says so) */
+    PyObject *st = PyObject_CallMethodNoArgs(t, str_untyped_storage);
+    if (!st)
+      goto odd;
+    uint64_t base, size;
+    int bad = as_u64(PyObject_CallMethodNoArgs(st, str_data_ptr), &base) < 0 ||
+              as_u64(PyObject_CallMethodNoArgs(st, str_nbytes), &size) < 0;
+    Py_DECREF(st);
+    if (bad)
+      goto odd;
+    if (base == 0 || *host < base || *host - base > size || *nbytes > size - (*host - base))
+      return 0;
+  }
   *itemsize = (uint32_t)isz;
   return 1;
 odd: /* an attribute missing or failing: the hook goes through Python's binding, which says what is wrong */
@@ -793,7 +807,9 @@ PyMODINIT_FUNC PyInit_apple_launcher(void) {
   if (!(str_is_cpu = PyUnicode_InternFromString("is_cpu")) ||
       !(str_data_ptr = PyUnicode_InternFromString("data_ptr")) ||
       !(str_shape = PyUnicode_InternFromString("shape")) || !(str_stride = PyUnicode_InternFromString("stride")) ||
-      !(str_element_size = PyUnicode_InternFromString("element_size")))
+      !(str_element_size = PyUnicode_InternFromString("element_size")) ||
+      !(str_untyped_storage = PyUnicode_InternFromString("untyped_storage")) ||
+      !(str_nbytes = PyUnicode_InternFromString("nbytes")))
     return NULL;
   PyObject *m = PyModule_Create(&module);
   if (!m)
