@@ -336,7 +336,7 @@ def _fork_and_wait(child, timeout: float = 60) -> int:
     return pid
 
 
-def _reap(pid: int, timeout: float = 60) -> int:
+def _reap(pid: int, timeout: float = 30) -> int:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         done, status = os.waitpid(pid, os.WNOHANG)
@@ -451,3 +451,68 @@ def test_child_forked_during_a_fault_reports_its_own(emu, monkeypatch):
     release.set()
     faulting.join(30)
     assert _reap(pid) == 0
+
+
+# ---- item 1: the native launcher passes the same trust rule as the kernel libraries --------------------------
+
+
+LAUNCHER_PLANT = '''
+import os, sys
+from pathlib import Path
+from triton.runtime.build import compile_so_from_file
+from triton.backends.apple.emulator import launcher as L
+from triton.backends.apple.emulator import EmulatorCacheError
+path = Path(L._compile_launcher().__file__)  # the real one, compiled into this cache
+mode = sys.argv[1]
+planted = path.read_bytes()
+os.unlink(path)
+path.write_bytes(planted)  # "another user's" file at the launcher's key
+if mode == "writable":
+    os.chmod(path, 0o666)
+elif mode == "dir-writable":
+    os.chmod(path.parent, 0o777)
+elif mode == "owner":
+    os.chown(path, 12345, 12345)
+L._launcher = None
+sys.modules.pop("apple_launcher", None)
+from triton.backends.apple.emulator import cache
+cache._trusted_dirs.clear()  # checked when the real one loaded: a fresh process would check it again
+try:
+    L._compile_launcher()
+    print("LOADED")
+except EmulatorCacheError as e:
+    print("REFUSED", e)
+'''
+
+
+@pytest.mark.parametrize("mode", ["writable", "dir-writable", "owner"])
+def test_planted_launcher_is_refused_naming_file_and_rule(tmp_path, mode):
+    if mode == "owner" and os.geteuid() != 0:
+        pytest.skip("needs root to give a file to another user")
+    script = tmp_path / "plant.py"
+    script.write_text(LAUNCHER_PLANT)
+    env = dict(os.environ, TRITON_CACHE_DIR=str(tmp_path / "shared"))
+    res = subprocess.run([sys.executable, str(script), mode], capture_output=True, text=True, timeout=120, env=env)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "REFUSED" in res.stdout, res.stdout + res.stderr[-2000:]
+    assert "apple_launcher" in res.stdout and "the rule:" in res.stdout
+    assert "C compiler" not in res.stdout and "could not be compiled" not in res.stdout
+
+
+# ---- item 8: inline assembly is refused by name, not an internal parse error --------------------------------
+
+
+@triton.jit
+def asm_kernel(x_ptr, y_ptr, BLOCK: tl.constexpr):
+    i = tl.arange(0, BLOCK)
+    y = tl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [tl.load(x_ptr + i)], dtype=tl.int32, is_pure=True,
+                                  pack=1)
+    tl.store(y_ptr + i, y)
+
+
+def test_inline_asm_is_refused_naming_op_kernel_and_line():
+    from triton.backends.apple.errors import UnsupportedFeatureError
+    x = torch.arange(32, dtype=torch.int32)
+    with pytest.raises(UnsupportedFeatureError,
+                       match=r"(?s)kernel 'asm_kernel'.*tt.elementwise_inline_asm.*test_reliability_round_two.py:\d+"):
+        asm_kernel[(1, )](x, torch.empty_like(x), BLOCK=32)

@@ -34,7 +34,8 @@ _KEYWORD_ATTRS = {
     "tt.atomic_cas": ("sem", "scope"), "tt.atomic_poll": ("sem", "scope"), "ttg.barrier": ("address_space", ),
 }
 # String literals an op's custom assembly prints: the attribute each one is.
-_STRING_ATTRS = {"tt.print": ("prefix", ), "tt.assert": ("message", )}
+# tt.elementwise_inline_asm's assembly is read so that the lowering can refuse the op by name (PTX cannot run on Metal)
+_STRING_ATTRS = {"tt.print": ("prefix", ), "tt.assert": ("message", ), "tt.elementwise_inline_asm": ("asm_string", )}
 _REGION_RE = re.compile(r"\x00R(\d+)\x00")
 
 
