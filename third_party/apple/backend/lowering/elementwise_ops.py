@@ -429,3 +429,10 @@ def _or_soft_f64(lower):
 
 for _name in list(FAMILY.lowerings):
     FAMILY.lowerings[_name] = _or_soft_f64(FAMILY.lowerings[_name])
+
+
+@FAMILY.lowers("tt.elementwise_inline_asm")
+def _inline_asm(em: FunctionEmitter, op: Op) -> None:
+    raise em.unsupported("tl.inline_asm_elementwise runs inline assembly for NVIDIA or AMD GPUs (PTX, AMDGCN), which "
+                         "Metal cannot run and MSL has no inline assembly for; write the operation with tl functions "
+                         "(or tl.map_elementwise for a scalar function applied element by element)")
