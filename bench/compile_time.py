@@ -125,11 +125,11 @@ def run_stages(backend, target, kernel, stop_before=None):
     return times, outputs, metadata
 
 
-def clang_compile_seconds(msl: bytes, name: str, n: int) -> float:
+def clang_compile_seconds(msl: "str | bytes", name: str, n: int) -> float:
     """Fresh (uncached) emulator compile of `msl`: a new TRITON_CACHE_DIR for every compile."""
     from triton.backends.apple.emulator import clear_memory_cache, compile_msl
     load_runtime()  # the runtime shared object is built once per process: not part of a kernel compile
-    source = msl.decode()
+    source = msl if isinstance(msl, str) else msl.decode()  # bytes before asm["msl"] became text
     cache = os.path.join(_TMP_ROOT, f"clang-{name}-{n}")
     os.environ["TRITON_CACHE_DIR"] = cache
     clear_memory_cache()

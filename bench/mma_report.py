@@ -196,7 +196,8 @@ def run_on_emulator(case: Case):
 
 def analyse(case: Case, kernel) -> dict:
     ttgir = kernel.asm["ttgir"]
-    msl = kernel.asm["msl"].decode()
+    msl = kernel.asm["msl"]
+    msl = msl if isinstance(msl, str) else msl.decode()  # bytes before asm["msl"] became text
     dots = ttgir_dots(ttgir)
     dot_sections = [(sec.where, sec.body) for sec in msl_sections(msl) if sec.op == "tt.dot"]
     if len(dot_sections) != len(dots):

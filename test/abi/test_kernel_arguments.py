@@ -104,7 +104,7 @@ def test_more_arguments_than_buffer_slots_packs_the_scalars(device):
     descs = [TensorDescriptor.from_tensor(t, [16, 16]) for t in (a, b, c, out)]
     k = _four_descriptors_kernel[(3, 3)](*descs, 1.5, -2.0, BM=16, BN=16)
     torch.testing.assert_close(out, a * 1.5 - 2.0 * b - c)
-    msl = k.asm["msl"].decode()
+    msl = k.asm["msl"]
     assert "constant uint* tt_scalars [[buffer(4)]]" in msl
     assert msl.count("[[buffer(") == 5  # four base pointers and the packed scalars
 
@@ -127,7 +127,7 @@ def test_packed_scalars_of_every_width(device):
     out_i = torch.zeros(len(ints) + len(flags), dtype=torch.int64, device=device)
     out_f = torch.zeros(len(floats), dtype=torch.float32, device=device)
     k = _many_scalars_kernel[(1, )](ints, floats, flags, out_i, out_f)
-    assert "tt_scalars" in k.asm["msl"].decode()
+    assert "tt_scalars" in k.asm["msl"]
     want_i = [v - 2**64 if v >= 2**63 else v for v in ints] + [int(f) for f in flags]
     assert out_i.cpu().tolist() == want_i
     assert torch.equal(out_f.cpu(), torch.tensor(floats, dtype=torch.float32))

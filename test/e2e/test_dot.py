@@ -200,7 +200,7 @@ def test_f16_gemm_uses_simdgroup_mma_and_keeps_the_accumulator_in_registers():
     sig = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", **sig, "BM": "constexpr", "BN": "constexpr",
            "BK": "constexpr", "OUT_F16": "constexpr"}
     k = compile_for_apple(matmul_kernel, sig, {"BM": 64, "BN": 64, "BK": 32, "OUT_F16": False})
-    msl = k.asm["msl"].decode()
+    msl = k.asm["msl"]
     run_filecheck("gemm", msl, r"""
 CHECK: for (int k = {{.*}}; k < K; k += {{.*}})
 CHECK: simdgroup_matrix<float, 8, 8> {{.*}}[
@@ -229,7 +229,7 @@ def test_operand_tiles_larger_than_threadgroup_memory(M, N, K, dtype, device):
     c = torch.empty(M, N, dtype=dtype, device=device)
     k = matmul_kernel[(1, 1)](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0),
                               c.stride(1), BM=M, BN=N, BK=K, OUT_F16=False, num_warps=4)
-    assert k.metadata.shared <= 32 * 1024 and "t_round" in k.asm["msl"].decode()
+    assert k.metadata.shared <= 32 * 1024 and "t_round" in k.asm["msl"]
     ref = (a.float() @ b.float()).to(dtype)
     torch.testing.assert_close(c.float(), ref.float(), rtol=TOL[dtype], atol=TOL[dtype] * (K ** 0.5))
 

@@ -269,7 +269,6 @@ def test_upcast_dot_runs_on_simdgroup_matrix(fa, fb, device):
     got, ref, h = run_case(fa, fb, device=device)
     check(got, ref)
     msl = h.asm["msl"]
-    msl = msl.decode() if isinstance(msl, bytes) else msl
     assert "simdgroup_multiply_accumulate" in msl
 
 

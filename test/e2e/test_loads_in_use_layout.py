@@ -62,6 +62,5 @@ def test_bias_is_loaded_in_the_tiles_slice_layout():
     k = compile_for_apple(bias_add_kernel, sig, {"BLOCK_M": 16, "BLOCK_N": 128})
     assert "ttg.convert_layout" in k.asm["ttgir"]  # upstream's TTGIR converts the bias; the MSL does not
     msl = k.asm["msl"]
-    msl = msl.decode() if isinstance(msl, bytes) else msl
     assert "threadgroup_barrier" not in msl and "ttg.convert_layout" not in msl
     assert k.metadata.shared == 0

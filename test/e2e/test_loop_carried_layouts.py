@@ -12,7 +12,7 @@ import triton.language as tl
 def _loop_body(kernel) -> str:
     """The MSL of the kernel's (first) scf.for loop: from its `for (int` line to the matching closing brace
     (loops over a thread's registers count `uint`s)."""
-    lines = kernel.asm["msl"].decode().splitlines()
+    lines = kernel.asm["msl"].splitlines()
     start = next(i for i, l in enumerate(lines) if re.match(r"\s*for \(int .*\{$", l))
     depth, out = 0, []
     for line in lines[start:]:
@@ -146,5 +146,5 @@ def test_vector_that_addresses_memory_is_left_alone(device):
     kern = carried_offsets_gemm[(1, )](a.to(device), b.to(device), c, K, M=M, N=N, BK=BK)
     torch.testing.assert_close(c.cpu(), a.float() @ b.float(), atol=1e-2, rtol=1e-3)
     # only the A and B tiles are staged per step; the offsets are not converted back and forth
-    assert "_rows" not in kern.asm["msl"].decode()
+    assert "_rows" not in kern.asm["msl"]
     assert _loop_body(kern).count("threadgroup_barrier") <= 4

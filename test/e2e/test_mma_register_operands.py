@@ -11,7 +11,7 @@ import triton.language as tl
 
 def _msl(kernel) -> str:
     msl = kernel.asm["msl"]
-    return msl.decode() if isinstance(msl, bytes) else msl
+    return msl
 
 
 @triton.jit

@@ -117,7 +117,7 @@ def _msl(op, shape, axis, dtype="fp32", num_warps=4):
     k = compile_for_apple(reduce_kernel, {"x_ptr": f"*{dtype}", "y_ptr": f"*{dtype}", **{c: "constexpr" for c in consts}},
                           consts, num_warps=num_warps)
     msl = k.asm["msl"]
-    return msl.decode() if isinstance(msl, bytes) else msl
+    return msl
 
 
 @pytest.mark.parametrize("op,dtype,builtin", [("sum", "fp32", "simd_sum"), ("max", "i32", "simd_max"),

@@ -149,7 +149,7 @@ def _msl(op, shape, axis, num_warps=4, dtype="fp32", reverse=False):
     k = compile_for_apple(scan_kernel, {"x_ptr": f"*{dtype}", "y_ptr": f"*{dtype}", **{c: "constexpr" for c in consts}},
                           consts, num_warps=num_warps)
     msl = k.asm["msl"]
-    return msl.decode() if isinstance(msl, bytes) else msl
+    return msl
 
 
 @pytest.mark.parametrize("dtype,builtin", [("fp32", "simd_prefix_exclusive_sum"), ("fp16", "simd_prefix_exclusive_sum"),

@@ -39,7 +39,7 @@ def rows_kernel(x_ptr, out_ptr, M, N, stride, BLOCK_M: tl.constexpr, BLOCK_N: tl
 
 def _msl(kernel) -> str:
     src = kernel.asm["msl"]
-    return src.decode() if isinstance(src, bytes) else src
+    return src
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.int16, torch.int8])

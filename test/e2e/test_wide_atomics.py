@@ -190,7 +190,7 @@ def test_all_64bit_atomics_of_a_kernel_take_the_lock_when_one_needs_it(device):
     h = torch.zeros(3, dtype=torch.int64, device=device)
     old = torch.zeros(n, dtype=torch.int64, device=device)
     compiled = add_with_and_without_old[(triton.cdiv(n, 128), )](h, v.to(device), idx.to(device), old, n, BLOCK=128)
-    msl = compiled.asm["msl"].decode() if isinstance(compiled.asm["msl"], bytes) else compiled.asm["msl"]
+    msl = compiled.asm["msl"]
     assert "tt_atomic64_add(tt_locks" in msl and "tt_atomic_add64" not in msl
     for s in range(3):
         assert h[s].item() == _wrap(sum(v[idx == s].tolist()))
@@ -203,7 +203,7 @@ def test_native_min_max_on_apple9_and_the_lock_where_old_values_are_used(apple_c
     def msl(family, use_old):
         k = apple_compile(rmw64, sig, {"OP": "max", "UNSIGNED": True, "USE_OLD": use_old, "BLOCK": 128},
                           family=family)
-        return k.asm["msl"].decode() if isinstance(k.asm["msl"], bytes) else k.asm["msl"]
+        return k.asm["msl"]
 
     native = msl("apple9", False)
     assert "atomic_max_explicit((device atomic_ulong*)" in native and "tt_locks" not in native
@@ -248,7 +248,7 @@ def test_lock_free_updates_of_two_kinds_in_one_kernel_take_the_lock(device):
     x = 0x0123456789ABCDEF
     h = torch.full((2048, ), x, dtype=torch.int64, device=device)
     compiled = and_or_same_elements[(8, )](h, h.numel(), X=x, BLOCK=256)
-    msl = compiled.asm["msl"].decode() if isinstance(compiled.asm["msl"], bytes) else compiled.asm["msl"]
+    msl = compiled.asm["msl"]
     assert "tt_atomic64_and(tt_locks" in msl and "tt_atomic64_or(tt_locks" in msl
     assert set(h.cpu().tolist()) <= {0, x}
 
@@ -262,7 +262,7 @@ def test_apple9_native_min_and_two_word_add_in_one_kernel_take_the_lock(apple_co
         tl.atomic_min(p.to(tl.pointer_type(tl.uint64)), tl.load(v_ptr + i).to(tl.uint64, bitcast=True))
 
     k = apple_compile(add_and_umin, {"h_ptr": "*i64", "v_ptr": "*i64"}, family="apple9")
-    msl = k.asm["msl"].decode() if isinstance(k.asm["msl"], bytes) else k.asm["msl"]
+    msl = k.asm["msl"]
     assert "tt_atomic64_add(tt_locks" in msl and "tt_atomic64_umin(tt_locks" in msl
     assert "atomic_ulong" not in msl and "tt_atomic_add64" not in msl
 

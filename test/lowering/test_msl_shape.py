@@ -9,7 +9,7 @@ from triton.backends.apple.errors import UnsupportedFeatureError
 
 
 def msl(kernel) -> str:
-    return kernel.asm["msl"].decode()
+    return kernel.asm["msl"]
 
 
 @triton.jit
@@ -180,3 +180,18 @@ def test_msl_locations_name_the_line_carrying_the_ops_comment(kernel, sig, const
         assert line.strip() and not line.strip().startswith("//")
         if "test_msl_shape.py" in loc:
             assert line.rstrip().endswith(f"// {op_name} test_msl_shape.py:{loc.rsplit(':', 2)[-2]}"), (line, loc)
+
+
+def test_msl_is_text_and_the_binary_is_its_bytes():
+    """`asm["msl"]` is the readable MSL (Triton reads every stage but the binary one as text); `asm["metal"]`,
+    the binary stage Triton hands to `load_binary`, is the same source as bytes: the `.metal` file Apple's
+    compiler and the emulator's clang consume."""
+    k = compile_for_apple(add_kernel, {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32",
+                                       "BLOCK": "constexpr"}, {"BLOCK": 256})
+    assert isinstance(k.asm["msl"], str)
+    assert "kernel void add_kernel(" in k.asm["msl"]
+    assert "\n" in k.asm["msl"] and not k.asm["msl"].startswith("b'")
+    assert isinstance(k.asm["metal"], bytes)
+    assert k.asm["metal"] == k.asm["msl"].encode()
+    assert k.kernel is k.asm["metal"]
+    assert sorted(k.asm) == ["metal", "msl", "source", "ttgir", "ttir"]

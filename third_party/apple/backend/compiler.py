@@ -126,7 +126,11 @@ class AppleBackend(BaseBackend):
                              f"{target.backend!r}; expected one of {tuple(GPU_FAMILIES)} (or \"\" for the default)")
         if target.warp_size != SIMD_WIDTH:
             raise ValueError(f"apple backend: SIMD-group width is {SIMD_WIDTH}, got warp_size={target.warp_size}")
-        self.binary_ext = "msl"
+        # Triton reads the binary stage's file as bytes and every other stage as text. The binary here is the
+        # `.metal` source Apple's compiler (torch.mps.compile_shader) or the emulator's clang consumes, so
+        # `asm["msl"]` stays readable text and `asm["metal"]` holds the same source as the bytes Triton hands
+        # to `load_binary`.
+        self.binary_ext = "metal"
 
     def get_target_name(self, options: AppleOptions) -> str:
         """The `ttg.target` module attribute (Gluon sets it before its layouts are verified)."""
@@ -182,7 +186,7 @@ class AppleBackend(BaseBackend):
         ])
 
     @staticmethod
-    def make_msl(mod, metadata, opt: AppleOptions) -> bytes:
+    def make_msl(mod, metadata, opt: AppleOptions) -> str:
         from .ir import parse_module, print_module
         from .lowering import lower_module
         from .passes.loads_in_use_layout import loads_in_use_layout
@@ -204,7 +208,7 @@ class AppleBackend(BaseBackend):
         metadata["kernel_signature"] = kernel.signature_json()
         metadata["msl_locations"] = kernel.locations_json()
         metadata["debug_formats"] = json.dumps(kernel.debug_formats)
-        return kernel.source.encode()
+        return kernel.source
 
     def add_stages(self, stages: dict, options: AppleOptions, language: Language) -> None:
         if language == Language.TRITON:
@@ -214,6 +218,7 @@ class AppleBackend(BaseBackend):
             stages["glir"] = lambda src, metadata: src  # Gluon's IR is TTGIR with explicit layouts already
             stages["ttgir"] = lambda src, metadata: self.gluon_to_ttgir(src, metadata, options)
         stages["msl"] = lambda src, metadata: self.make_msl(src, metadata, options)
+        stages["metal"] = lambda src, metadata: src.encode()
 
     @staticmethod
     def gluon_to_ttgir(mod, metadata, opt: AppleOptions):
