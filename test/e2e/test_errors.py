@@ -1,4 +1,6 @@
 """Bad kernels and bad launches give reports that name the kernel, the op or argument, and the source line."""
+import inspect
+
 import pytest
 import torch
 import triton
@@ -134,3 +136,34 @@ def {name}(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     out = torch.zeros(10, device=device)
     getattr(mod, name)[(1, )](x, out, 10, BLOCK=16)
     assert torch.equal(out, x + 1)
+
+
+@triton.jit
+def doubled(x_ptr, y_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs)
+    tl.store(y_ptr + offs, x * 2)
+
+
+@pytest.mark.emulator_only
+def test_stack_overflow_names_the_per_thread_arrays_and_says_the_limit_is_the_emulators(monkeypatch):
+    # 32768 elements over one simdgroup: 1024 of each tensor per thread, about 28 KB of arrays on a 16 KB stack
+    monkeypatch.setenv("TRITON_APPLE_EMULATOR_STACK_KB", "16")
+    x = torch.randn(32768)
+    y = torch.zeros(32768)
+    with pytest.raises(EmulatorLaunchError) as ei:
+        doubled[(1,)](x, y, BLOCK=32768, num_warps=1)
+    e = ei.value
+    msg = str(e)
+    assert e.kind == "stack_overflow" and "kernel 'doubled'" in msg
+    assert "the emulator's limit, not Metal's" in msg and "TRITON_APPLE_EMULATOR_STACK_KB" in msg
+    assert "[1024] = 8 KB" in msg  # a tensor of pointers: 1024 per thread, 8 bytes each
+    assert "More warps than 1 (num_warps)" in msg
+    # the largest arrays are mapped back to the lines of `doubled` that made them
+    src, first = inspect.getsourcelines(doubled.fn)
+    load_line = first + next(i for i, t in enumerate(src) if "tl.load" in t)
+    assert f"generated from tt.addptr at {__file__}:{load_line}:" in msg
+    assert torch.equal(y, torch.zeros(32768))  # a failed launch leaves the arguments as they were
+    monkeypatch.setenv("TRITON_APPLE_EMULATOR_STACK_KB", "64")
+    doubled[(1,)](x, y, BLOCK=32768, num_warps=1)
+    assert torch.equal(y, x * 2)

@@ -1,5 +1,6 @@
 """FileCheck tests pinning the shape of the emitted MSL."""
 import pytest
+import torch
 import triton
 import triton.language as tl
 from triton._filecheck import run_filecheck
@@ -105,6 +106,14 @@ def test_bad_num_warps_is_refused(nw):
         compile_for_apple(add_kernel, {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32",
                                        "BLOCK": "constexpr"}, {"BLOCK": 128}, num_warps=nw)
     assert isinstance(ei.value, AssertionError)  # what upstream's backends raise for it (test_core checks)
+    assert f"kernel 'add_kernel': num_warps must be a power of 2 in [1, 32]" in str(ei.value)
+    assert f"got num_warps={nw}" in str(ei.value)
+
+
+def test_bad_num_warps_at_launch_names_the_kernel():
+    x = torch.zeros(16)
+    with pytest.raises(AssertionError, match="kernel 'add_kernel': num_warps must be a power of 2"):
+        add_kernel[(1,)](x, x, x, 16, BLOCK=16, num_warps=64)
 
 
 def test_num_ctas_is_refused():
@@ -195,3 +204,26 @@ def test_msl_is_text_and_the_binary_is_its_bytes():
     assert k.asm["metal"] == k.asm["msl"].encode()
     assert k.kernel is k.asm["metal"]
     assert sorted(k.asm) == ["metal", "msl", "source", "ttgir", "ttir"]
+
+
+def test_backend_hash_covers_the_msl_library_and_native_sources(monkeypatch):
+    """A kernel cached before an edit of any source it is built from must not be reused after it: the MSL
+    library's `.metal` files and the emulator's native sources are part of the backend's hash."""
+    import pathlib
+    from triton.backends.apple import compiler
+    read = []
+    real = pathlib.Path.read_bytes
+    monkeypatch.setattr(pathlib.Path, "read_bytes", lambda self: (read.append(self), real(self))[1])
+    compiler._source_hash.cache_clear()
+    try:
+        compiler._source_hash()
+    finally:
+        compiler._source_hash.cache_clear()
+    root = pathlib.Path(compiler.__file__).parent
+    hashed = {p.relative_to(root).as_posix() for p in read}
+    sources = {p.relative_to(root).as_posix() for p in root.rglob("*")
+               if p.is_file() and "__pycache__" not in p.parts and p.suffix not in (".md", ".conf", ".pyc")
+               and ".ruff_cache" not in p.parts}
+    assert sources - hashed == set()
+    assert {"lowering/msl/erf.metal", "emulator/native/launcher.c", "emulator/native/include/metal_stdlib",
+            "compiler.py"} <= hashed

@@ -17,7 +17,7 @@ from triton.backends.compiler import BaseBackend, GPUTarget, Language
 from . import knobs
 from .errors import InvalidOptionError, UnsupportedFeatureError
 from .host import default_family
-from .target import DEFAULT_FAMILY, GPU_FAMILIES, MAX_WARPS, SIMD_WIDTH
+from .target import DEFAULT_FAMILY, DEFAULT_MSL_VERSION, GPU_FAMILIES, MAX_WARPS, MSL_VERSIONS, SIMD_WIDTH, default_msl_version
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,9 @@ class AppleOptions:
     num_stages: int = 1
     warp_size: int = SIMD_WIDTH
     arch: str = DEFAULT_FAMILY
+    # The Metal Shading Language version compiled for (target.MSL_VERSIONS): what needs a newer one is refused
+    # naming the macOS it needs (TRITON_APPLE_MSL_VERSION, default the Mac's own).
+    msl_version: str = DEFAULT_MSL_VERSION
     debug: bool = False
     instrumentation_mode: str = ""
     fpsan_homomorphic_casts: bool = False
@@ -58,15 +61,15 @@ class AppleOptions:
     kpack: int = 1
 
     def __post_init__(self):
-        nw = self.num_warps
-        if not (isinstance(nw, int) and 1 <= nw <= MAX_WARPS and nw & (nw - 1) == 0):
-            raise InvalidOptionError(f"apple backend: num_warps must be a power of 2 in [1, {MAX_WARPS}] "
-                                          f"(a threadgroup holds at most {MAX_WARPS} simdgroups), got {nw!r}")
+        # num_warps is checked by the first compile stage (check_num_warps), which knows the kernel's name.
         if self.num_ctas != 1:
             raise UnsupportedFeatureError(f"apple backend: num_ctas={self.num_ctas} is not supported; Metal has "
                                           "no thread-block clusters, use num_ctas=1")
         if self.arch not in GPU_FAMILIES:
             raise ValueError(f"apple backend: unknown GPU family {self.arch!r}; expected one of {tuple(GPU_FAMILIES)}")
+        if self.msl_version not in MSL_VERSIONS:
+            raise ValueError(f"apple backend: unknown MSL version {self.msl_version!r}; expected one of "
+                             f"{tuple(MSL_VERSIONS)}")
         if self.num_stages < 1:
             raise ValueError(f"apple backend: num_stages must be >= 1, got {self.num_stages}")
         object.__setattr__(self, "extern_libs", tuple(sorted(dict(self.extern_libs or {}).items())))
@@ -74,6 +77,16 @@ class AppleOptions:
     def hash(self) -> str:
         key = "_".join(f"{k}-{v}" for k, v in sorted(self.__dict__.items()))
         return hashlib.sha256(key.encode()).hexdigest()
+
+
+def check_num_warps(kernel_name: str, opt: AppleOptions) -> None:
+    """Refuse a `num_warps` a threadgroup cannot hold, naming the kernel (options are parsed before Triton
+    knows which kernel they are for, so the first compile stage checks them)."""
+    nw = opt.num_warps
+    if not (isinstance(nw, int) and 1 <= nw <= MAX_WARPS and nw & (nw - 1) == 0):
+        raise InvalidOptionError(f"apple backend: kernel '{kernel_name}': num_warps must be a power of 2 in "
+                                 f"[1, {MAX_WARPS}] (a threadgroup holds at most {MAX_WARPS} simdgroups of "
+                                 f"{SIMD_WIDTH} threads), got num_warps={nw!r}")
 
 
 def _ttg_target(opt: AppleOptions) -> str:
@@ -89,13 +102,19 @@ def min_dot_size(target: GPUTarget):
     return check
 
 
+_HASHED_SUFFIXES = (".py", ".metal", ".h", ".c", ".cpp", ".cc")
+
+
 @functools.lru_cache(None)
 def _source_hash() -> str:
-    """Hash of this package's sources: a change to the lowering invalidates cached kernels."""
+    """Hash of this package's sources: a change to the lowering, the MSL library (`.metal`) or the emulator's
+    native sources invalidates cached kernels."""
     h = hashlib.sha256()
     root = pathlib.Path(__file__).parent
     for path in sorted(root.rglob("*")):
-        if path.suffix in (".py", ".h", ".cpp", ".cc") and "__pycache__" not in path.parts:
+        headers = path.parent.name == "include"  # the emulator's headers, `metal_stdlib` has no suffix
+        if (path.suffix in _HASHED_SUFFIXES or headers) and path.is_file() and "__pycache__" not in path.parts:
+            h.update(path.relative_to(root).as_posix().encode())
             h.update(path.read_bytes())
     return h.hexdigest()
 
@@ -140,7 +159,7 @@ class AppleBackend(BaseBackend):
         return f"apple-{self.target.backend}-{self.family}-{_source_hash()}"
 
     def parse_options(self, opts: dict) -> AppleOptions:
-        args = {"arch": self.family, "backend_name": self.target.backend}
+        args = {"arch": self.family, "backend_name": self.target.backend, "msl_version": default_msl_version()}
         fields = AppleOptions.__dataclass_fields__
         args.update({k: opts[k] for k in fields if k in opts and opts[k] is not None})
         return AppleOptions(**args)
@@ -161,6 +180,7 @@ class AppleBackend(BaseBackend):
 
     @staticmethod
     def make_ttir(mod, metadata, opt: AppleOptions):
+        check_num_warps(mod.get_entry_func_name(), opt)
         if opt.allow_fp64_demotion:
             _refuse_float64_arguments(mod.str())
         return _run_passes(mod, "make_ttir", [
@@ -193,6 +213,7 @@ class AppleBackend(BaseBackend):
         from .passes import accelerate_matmul, allocate_shared_memory, casts_around_moves, loop_carried_layouts
         from .passes.decompose_scaled_dot import decompose_scaled_dot
         module = parse_module(mod if isinstance(mod, str) else mod.str())
+        check_num_warps(module.kernel.name, opt)  # for a TTGIR source, whose compile starts here
         decompose_scaled_dot(module)
         accelerate_matmul(module)
         loop_carried_layouts(module)
@@ -208,6 +229,7 @@ class AppleBackend(BaseBackend):
         metadata["kernel_signature"] = kernel.signature_json()
         metadata["msl_locations"] = kernel.locations_json()
         metadata["debug_formats"] = json.dumps(kernel.debug_formats)
+        metadata["msl_std"] = kernel.msl_std  # the oldest `-std=metal3.x` the source compiles at
         return kernel.source
 
     def add_stages(self, stages: dict, options: AppleOptions, language: Language) -> None:
@@ -222,6 +244,7 @@ class AppleBackend(BaseBackend):
 
     @staticmethod
     def gluon_to_ttgir(mod, metadata, opt: AppleOptions):
+        check_num_warps(mod.get_entry_func_name(), opt)
         return _run_passes(mod, "gluon_to_ttgir", [
             passes.gluon.add_inliner, passes.gluon.add_infer_coalesced_encodings,
             passes.gluon.add_resolve_auto_encodings, passes.gluon.add_canonicalizer, passes.common.add_sccp,

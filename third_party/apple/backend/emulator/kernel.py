@@ -21,6 +21,7 @@ from .errors import EmulatorCompileError, EmulatorError, EmulatorLaunchError, Em
 from .launcher import launch_config, launcher
 from .library import LOADED_LIBRARIES, TT_BUF_READONLY, TT_BUF_SCALAR, runtime_library
 from .scalar import Scalar, _is_integer, _parse_type
+from .stack_usage import explain_stack_overflow
 from .symbolizer import symbolize
 
 class LaunchResult(NamedTuple):
@@ -340,7 +341,7 @@ class EmulatorKernel:
             if res.events:
                 self._warn_events(res)
             if res.status != 0:
-                raise self._launch_error(res)
+                raise self._launch_error(res, threadgroup)
 
     def _entry_point(self) -> int:
         """The kernel's entry point, its library held until LOADED_LIBRARIES.release. A library unloaded by the
@@ -375,10 +376,14 @@ class EmulatorKernel:
                 f"({count} time(s) in this launch, first with operands {a}, {b}). "
                 "Set TRITON_APPLE_EMULATOR_UB=error to make this fatal."), stacklevel=4)
 
-    def _launch_error(self, res: LaunchResult) -> EmulatorLaunchError:
+    def _launch_error(self, res: LaunchResult, threadgroup: Tuple[int, int, int]) -> EmulatorLaunchError:
         msg = res.message.decode(errors="replace")
         kind = _STATUS_KINDS.get(res.status, "internal")
         lines = list(res.lines)
+        if kind == "stack_overflow":
+            text, array_lines = explain_stack_overflow(self._lines, threadgroup[0] * threadgroup[1] * threadgroup[2])
+            msg += text
+            lines += array_lines
         module = res.pc_module.decode(errors="replace")
         if res.pc and module and os.path.realpath(module) == os.path.realpath(str(self.so_path)):
             loc = symbolize(str(self.so_path), res.pc_offset, f"{self.name}.metal")
