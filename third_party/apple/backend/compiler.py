@@ -212,8 +212,10 @@ class AppleBackend(BaseBackend):
         from .passes.loads_in_use_layout import loads_in_use_layout
         from .passes import accelerate_matmul, allocate_shared_memory, casts_around_moves, loop_carried_layouts
         from .passes.decompose_scaled_dot import decompose_scaled_dot
+        from .portability import warn_where_nvidia_refuses
         module = parse_module(mod if isinstance(mod, str) else mod.str())
         check_num_warps(module.kernel.name, opt)  # for a TTGIR source, whose compile starts here
+        warn_where_nvidia_refuses(module, module.kernel.name)
         decompose_scaled_dot(module)
         accelerate_matmul(module)
         loop_carried_layouts(module)
