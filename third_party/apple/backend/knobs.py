@@ -96,6 +96,13 @@ family = Knob("TRITON_APPLE_FAMILY", "", "GPU family to compile for: apple7 (M1)
 dump_ir = Knob("TRITON_APPLE_DUMP_IR", False, "print our IR after the Apple passes to stderr", _flag)
 portability_warnings = Knob("TRITON_APPLE_PORTABILITY_WARNINGS", True, "warn once where a kernel uses a "
                             "shape NVIDIA's backend refuses (tl.dot with a small K)", _flag)
+msl_version = Knob("TRITON_APPLE_MSL_VERSION", "", "Metal Shading Language version kernels are compiled for: 3.1 "
+                   "(macOS 14), 3.2 (macOS 15), 4.0 (macOS 26); what needs a newer one is refused naming it, and the "
+                   "emulator compiles at it (__METAL_VERSION__); default: the Mac's own, 3.2 elsewhere",
+                   _choice("3.1", "3.2", "4.0"))
+collect_msl = Knob("TRITON_APPLE_COLLECT_MSL", "", "directory every kernel the backend lowers writes its MSL to (one "
+                   "file per distinct source, with the family and MSL version beside it), for "
+                   "tools/compile_with_xcrun.py", _text)
 
 # -- emulator ------------------------------------------------------------------------------------------
 emulator_threads = Knob("TRITON_APPLE_EMULATOR_THREADS", 0,

@@ -7,8 +7,11 @@ family has which feature); everything else in the backend asks this module inste
 """
 from __future__ import annotations
 
+import platform
 from dataclasses import dataclass
 from typing import Dict
+
+from . import knobs
 
 # -- limits (Metal feature set tables, every Apple-silicon family) ---------------------------------------
 SIMD_WIDTH = 32  # threads per simdgroup: Triton's warp
@@ -41,7 +44,10 @@ class Family:
       102.4 GB/s, which Apple rounds to 100).
     """
     name: str
-    atomic_ulong_min_max: bool  # 64-bit atomic min/max on device memory (MSL 2.4, Apple9)
+    # 64-bit atomic min/max on device memory (MSL 2.4, specification 6.15.4.6; the Metal feature set tables give
+    # Apple9, and Apple8 GPUs in Macs in part: only Apple9 is assumed). The lowering emits them and the emulator's
+    # compat header accepts them only where this is true.
+    atomic_ulong_min_max: bool
     gpu_cores: int = 8
     regs_per_core: int = 208 * 1024 // 4
     gpu_clock_mhz: int = 1278
@@ -61,6 +67,66 @@ GPU_FAMILIES: Dict[str, Family] = {
 # Registers one thread can address (Asahi Linux: 128 32-bit registers, i.e. 256 16-bit halves).
 MAX_REGS_PER_THREAD = 128
 DEFAULT_FAMILY = "apple7"
+
+
+@dataclass(frozen=True)
+class MslVersion:
+    """One Metal Shading Language version the backend can compile for (MSL specification 1.6.10 lists the
+    `-std=` values and the OS each belongs to; 1.6.2 defines `__METAL_VERSION__`)."""
+    name: str  # "3.1"
+    number: int  # what `__METAL_VERSION__` is at this version (Major Minor Patch: 3.1 -> 310)
+    macos: int  # the macOS release whose Metal compiler has it as newest version
+
+    @property
+    def std(self) -> str:
+        """The offline compiler's `-std=` value (`xcrun metal -std=metal3.1`)."""
+        return f"metal{self.name}"
+
+    @property
+    def needs(self) -> str:
+        """How a refusal names what a feature needs: "MSL 3.2 (macOS 15)"."""
+        return f"MSL {self.name} (macOS {self.macos})"
+
+
+# The MSL versions kernels are compiled for, oldest first. PyTorch's `torch.mps.compile_shader` compiles at the
+# newest version of the running macOS (14: 3.1, 15: 3.2, 26: 4.0; older PyTorch releases pinned 3.1 on every
+# macOS from 14): the emitted source guards what needs more than its oldest version with `__METAL_VERSION__`.
+MSL_VERSIONS: Dict[str, MslVersion] = {v.name: v for v in (MslVersion("3.1", 310, 14), MslVersion("3.2", 320, 15),
+                                                           MslVersion("4.0", 400, 26))}
+# bfloat (MSL 3.1, macOS 14) is the newest feature every kernel may use: nothing older is supported.
+OLDEST_MSL_VERSION = "3.1"
+# The version compiled for off a Mac (the emulator): macOS 15's, the first with device-scope fences.
+DEFAULT_MSL_VERSION = "3.2"
+
+
+def msl_version(name: str) -> MslVersion:
+    try:
+        return MSL_VERSIONS[name]
+    except KeyError:
+        raise ValueError(f"apple backend: unknown MSL version {name!r}; expected one of {tuple(MSL_VERSIONS)}") \
+            from None
+
+
+def msl_version_of_macos(release: str) -> str:
+    """The MSL version the Metal compiler of macOS `release` ("14.6", "15.1", "26.0") compiles at by default."""
+    try:
+        major = int(release.split(".")[0])
+    except ValueError:
+        return DEFAULT_MSL_VERSION
+    chosen = OLDEST_MSL_VERSION
+    for v in MSL_VERSIONS.values():
+        if v.macos <= major:
+            chosen = v.name
+    return chosen
+
+
+def default_msl_version() -> str:
+    """TRITON_APPLE_MSL_VERSION, else the running macOS's own version, else DEFAULT_MSL_VERSION (off a Mac)."""
+    chosen = knobs.msl_version.get()
+    if chosen:
+        return chosen
+    release = platform.mac_ver()[0] if platform.system() == "Darwin" else ""
+    return msl_version_of_macos(release) if release else DEFAULT_MSL_VERSION
 
 
 def family(name: str) -> Family:

@@ -17,7 +17,8 @@ from typing import Dict, List, Optional, Tuple
 from .. import knobs
 from .cache import (LOW_SPACE, cache_root, cached_entry, file_mode, free_bytes, hash_parts, tmp_name, unlink_quietly,
                     write_file)
-from .clang import KERNEL_FLAGS, RUNTIME_FLAGS, SHLIB_SUFFIX, compiler_version, extra_link_flags, find_compiler, host_arch_flags
+from .clang import (KERNEL_FLAGS, RUNTIME_FLAGS, SHLIB_SUFFIX, compiler_version, extra_link_flags, find_compiler,
+                    host_arch_flags, target_defines)
 from .errors import EmulatorCacheIOError, EmulatorCacheWarning, EmulatorCompileError, EmulatorError
 
 NATIVE_DIR = Path(__file__).resolve().parent / "native"  # ships inside the package, in every install
@@ -130,10 +131,10 @@ def build_runtime() -> Path:
 
 
 def _pch_flags() -> List[str]:
-    return [f for f in KERNEL_FLAGS if f != "-shared"]
+    return [f for f in KERNEL_FLAGS if f != "-shared"] + list(target_defines())
 
 
-_pch_dir: Optional[Path] = None
+_pch_dirs: Dict[Tuple[str, ...], Path] = {}  # by the target's defines (target_defines): the header depends on them
 _pch_lock = threading.Lock()
 
 
@@ -145,10 +146,10 @@ def build_pch() -> Optional[Path]:
     kernel compile. Returns the entry, or None when the compiler cannot build it (kernels then compile
     without it). Remembered for the process: a kernel compile after the cache directory changed (or was
     emptied) still uses it while its files exist."""
-    global _pch_dir
     with _pch_lock:
-        if _pch_dir is not None and (_pch_dir / PCH).is_file():
-            return _pch_dir
+        known = _pch_dirs.get(target_defines())
+        if known is not None and (known / PCH).is_file():
+            return known
         cxx = find_compiler()
         srcs = native_sources()
         headers = {k[len("include/"):]: v for k, v in srcs.items() if k.startswith("include/")}
@@ -173,7 +174,7 @@ def build_pch() -> Optional[Path]:
         except EmulatorError as e:
             warnings.warn(EmulatorCacheWarning(f"Metal emulator: {e}; kernels are compiled without it"))
             return None
-        _pch_dir = out_dir
+        _pch_dirs[target_defines()] = out_dir
         return out_dir
 
 
@@ -188,7 +189,8 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 def kernel_key(source: str, kernel_name: str, trampoline: str) -> str:
     cxx = find_compiler()
     srcs = native_sources()
-    return hash_parts("kernel", compiler_version(cxx)[1], KERNEL_FLAGS, extra_link_flags(), _runtime_defines(),
+    return hash_parts("kernel", compiler_version(cxx)[1], KERNEL_FLAGS, target_defines(), extra_link_flags(),
+                      _runtime_defines(),
                  *[k.encode() + b"=" + v for k, v in sorted(srcs.items())], source, kernel_name, trampoline)[:40]
 
 
@@ -211,10 +213,10 @@ def build_kernel(source: str, kernel_name: str, trampoline: str, trampoline_line
         # is always loaded RTLD_GLOBAL before any kernel (no path baked into the kernel's library).
         pch = build_pch()
         include = ["-I", str(pch), "-include-pch", str(pch / PCH)] if pch else ["-I", str(inc)]
-        cmd = [cxx, *KERNEL_FLAGS, *include, "entry.cpp", *extra_link_flags()]
+        cmd = [cxx, *KERNEL_FLAGS, *target_defines(), *include, "entry.cpp", *extra_link_flags()]
         res = _compile_into(cmd, directory / KERNEL_LIB, directory)
         if res.returncode != 0 and pch and re.search(r"precompiled header|PCH file|\.pch", res.stderr):
-            cmd = [cxx, *KERNEL_FLAGS, "-I", str(inc), "entry.cpp", *extra_link_flags()]  # a PCH problem
+            cmd = [cxx, *KERNEL_FLAGS, *target_defines(), "-I", str(inc), "entry.cpp", *extra_link_flags()]  # a PCH problem
             res = _compile_into(cmd, directory / KERNEL_LIB, directory)
         if res.returncode != 0:
             raise failure_outside_the_source(res, directory, [msl_name, "entry.cpp"], f"kernel '{kernel_name}'") or \

@@ -11,6 +11,7 @@ import sys
 from typing import List, Optional, Tuple
 
 from .. import knobs
+from ..target import default_msl_version, family, msl_version
 from .errors import EmulatorError
 
 IS_DARWIN = sys.platform == "darwin"
@@ -53,6 +54,17 @@ def kernel_flags(x86_64: bool = IS_X86_64, darwin: bool = IS_DARWIN) -> Tuple[st
     if x86_64:  # x86 keeps half/bfloat excess precision across operations unless told otherwise; AArch64
         flags += ["-fexcess-precision=16"]  # rounds after every operation already (and rejects this flag)
     return tuple(flags)
+
+
+def target_defines() -> Tuple[str, ...]:
+    """The -D flags that make the compat header the chosen Metal: the MSL version kernels are compiled for, as
+    Apple's compiler defines it (`__METAL_VERSION__`, MSL specification 1.6.2; TRITON_APPLE_MSL_VERSION), and the
+    features of the emulated device's GPU family (TRITON_APPLE_FAMILY, the same family kernels are compiled
+    for), which include/metal_version.h turns into errors for what that Metal rejects."""
+    from ..host import default_family  # the family the driver's target has
+    version = msl_version(default_msl_version())
+    fam = family(default_family())
+    return (f"-D__METAL_VERSION__={version.number}", f"-D__TT_ATOMIC_ULONG_MIN_MAX={int(fam.atomic_ulong_min_max)}")
 
 
 # x86-64 feature levels (psABI): the instructions each needs, as /proc/cpuinfo names them.

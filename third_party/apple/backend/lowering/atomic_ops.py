@@ -19,6 +19,7 @@ from ..ir.types import ScalarType
 from .emitter import FunctionEmitter, Lowered, elem_type, is_tensor
 from .registry import OpFamily
 from .shared_memory import index_expr, row_major_strides
+from .target_info import DEVICE_FENCE_MSL
 from .wide_atomics import form, is_wide
 
 FAMILY = OpFamily("atomic")
@@ -28,6 +29,14 @@ _UNSIGNED = {"umax", "umin"}
 
 def _sem(op: Op) -> str:
     return str(op.attrs.get("sem", "acq_rel"))
+
+
+def _fence(em: FunctionEmitter, op: Op) -> None:
+    """The device-scope fence before (release) or after (acquire) an atomic: MSL 3.2 has the only one."""
+    em.ctx.require_msl(DEVICE_FENCE_MSL, f"{op.name} with sem='{_sem(op)}' (acquire and release order memory "
+                       "with a device-scope fence, atomic_thread_fence)", op,
+                       instead="pass sem='relaxed' where only the atomic's own value matters")
+    em.emit(em.target.device_fence())
 
 
 def _atomic_type(em: FunctionEmitter, op: Op, kind: str, ty: ScalarType) -> tuple:
@@ -64,6 +73,8 @@ def _wide_atomic(em: FunctionEmitter, op: Op, kind: str):
         return (lambda ptr, value, cmp: f"{fn}((device long*){ptr}, long({value}))"), False
     if how == "native":
         return (lambda ptr, value, cmp: em.target.atomic64_min_max(kind, ptr, f"ulong({value})")), False
+    em.ctx.require_msl(DEVICE_FENCE_MSL, "64-bit atomics under a lock (the lock orders the element's halves with "
+                       "device-scope fences)", op)
     fn = em.ctx.require_locked_atomic64(kind)
     soft = ty.name == "f64"
 
@@ -128,7 +139,7 @@ def _atomic_rmw(em: FunctionEmitter, op: Op) -> None:
     mask = em.get(op.operands[2]) if len(op.operands) > 2 else None
     sem = _sem(op)
     if sem in ("release", "acq_rel"):
-        em.emit(em.target.device_fence())
+        _fence(em, op)
 
     def body(r, out):
         if mask is not None:
@@ -147,7 +158,7 @@ def _atomic_rmw(em: FunctionEmitter, op: Op) -> None:
 
     _emit_per_owned_element(em, op, body)
     if sem in ("acquire", "acq_rel"):
-        em.emit(em.target.device_fence())
+        _fence(em, op)
 
 
 @FAMILY.lowers("tt.atomic_cas")
@@ -160,7 +171,7 @@ def _atomic_cas(em: FunctionEmitter, op: Op) -> None:
     wide_call = _wide_atomic(em, op, "cas")[0] if is_wide(op) else None
     sem = _sem(op)
     if sem in ("release", "acq_rel"):
-        em.emit(em.target.device_fence())
+        _fence(em, op)
     bits = ty.name == "f32"
 
     def body(r, out):
@@ -184,7 +195,7 @@ def _atomic_cas(em: FunctionEmitter, op: Op) -> None:
 
     _emit_per_owned_element(em, op, body)
     if sem in ("acquire", "acq_rel"):
-        em.emit(em.target.device_fence())
+        _fence(em, op)
 
 
 @FAMILY.lowers("tt.atomic_poll")
@@ -205,7 +216,7 @@ def _atomic_poll(em: FunctionEmitter, op: Op) -> None:
         em.open(f"while ({current} != {expected.at(r)})")
         em.close()
     if _sem(op) in ("acquire", "acq_rel"):
-        em.emit(em.target.device_fence())
+        _fence(em, op)
     em.emit(em.target.barrier(device=True))
     name = em.fresh(op.result.name)
     em.emit(f"const bool {name} = true;")

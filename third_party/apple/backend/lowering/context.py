@@ -13,7 +13,7 @@ from ..ir import Function, Module, Op
 from ..ir.core import Location
 from ..ir.types import ScalarType
 from ..layouts import LayoutService
-from ..target import MAX_THREADGROUP_MEMORY, SIMD_WIDTH, family
+from ..target import DEFAULT_MSL_VERSION, MAX_THREADGROUP_MEMORY, SIMD_WIDTH, MslVersion, family, msl_version
 from . import msl_library
 from .wide_atomics import kernel_needs_locks
 from .msl_helpers import locked_atomic64_helper, locked_atomic64_requires, shuffle_helper, shuffle_requires
@@ -51,13 +51,37 @@ class KernelContext:
         self.upstream_shared = int(module.attrs.get("ttg.shared", 0))
         self.used_values = {id(v) for f in module.functions for op in f.walk() for v in op.operands}
         self.has_debug = any(op.name in ("tt.print", "tt.assert") for f in module.functions for op in f.walk())
-        self.target = MetalTargetInfo(family(options.arch))  # Metal spellings and family gates
+        # Metal spellings, family gates and the MSL version compiled for
+        self.target = MetalTargetInfo(family(options.arch), msl_version(getattr(options, "msl_version",
+                                                                                DEFAULT_MSL_VERSION)))
+        # the newest MSL version the kernel needs above the oldest one, and what for (the first use)
+        self.msl_needed: Optional[Tuple[MslVersion, str]] = None
         self.uses_locks = kernel_needs_locks(module, self.target, self.used_values)
         self._function_names: Dict[str, str] = {}
         self._generated_names: Dict[str, int] = {}
         self._scratch_end = 0  # end of the highest scratch region placed outside upstream's allocation
         self._live: Optional[List[Tuple[int, int, int, int]]] = None
         self._position = op_positions(module)
+
+    def require_msl(self, version: str, what: str, op: Optional[Op] = None, instead: str = "") -> None:
+        """Say that the kernel uses `what`, which needs MSL `version`: refused naming the macOS it needs when the
+        kernel is compiled for an older version (`instead`: what the user can do other than compile for a newer
+        macOS), else remembered, so that the source refuses to compile below it (`MetalTargetInfo.version_guard`)."""
+        need = msl_version(version)
+        have = self.target.msl
+        if have.number < need.number:
+            other = f" {instead}, or" if instead else ""
+            raise self.unsupported(f"{what} needs {need.needs}, and this kernel is compiled for {have.needs}:"
+                                   f"{other} compile for macOS {need.macos} and later (TRITON_APPLE_MSL_VERSION="
+                                   f"{need.name})", op)
+        if need.number > self.target.oldest_msl().number and (self.msl_needed is None or
+                                                              need.number > self.msl_needed[0].number):
+            self.msl_needed = (need, what)
+
+    @property
+    def msl_std(self) -> str:
+        """The oldest `-std=` the kernel's source compiles at (`xcrun metal -std=...`)."""
+        return (self.msl_needed[0] if self.msl_needed else self.target.oldest_msl()).std
 
     def added_buffers(self) -> List[str]:
         """The kinds (`abi.slots.ADDED_BUFFERS`) of the buffers the backend adds after the kernel's arguments, in

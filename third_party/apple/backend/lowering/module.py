@@ -25,7 +25,7 @@ from ..target import MAX_BUFFER_SLOTS
 from .control_flow_ops import lower_body
 from .context import BUILTIN_INPUTS, KernelContext
 from .emitter import FunctionEmitter, Lowered
-from . import msl_library
+from . import collection, msl_library
 from .msl_types import msl_function_name
 from .registry import build_table
 from .atomic_ops import FAMILY as ATOMIC
@@ -65,6 +65,7 @@ class LoweredKernel:
     locations: List[Tuple[int, str, str]] = field(default_factory=list)
     debug_formats: List[dict] = field(default_factory=list)  # tt.print / tt.assert record formats
     soft_f64: bool = False  # computes float64 in software (lowering/soft_f64.py)
+    msl_std: str = "metal3.1"  # the oldest `-std=` of Apple's compiler the source compiles at
 
     def signature_json(self) -> str:
         return slots_to_json(self.slots)
@@ -213,6 +214,8 @@ def lower_module(module: Module, options) -> LoweredKernel:
     shared = ctx.shared_bytes
 
     lines: List[str] = ctx.target.prelude(bool(getattr(options, "fast_math", False))).splitlines()
+    if ctx.msl_needed:
+        lines += ctx.target.version_guard(ctx.kernel_name, *ctx.msl_needed).splitlines()
     if shared:
         lines += msl_library.helper("tt_threadgroup_buffer").text.splitlines()
     helpers = list(ctx.helpers.values())
@@ -240,5 +243,8 @@ def lower_module(module: Module, options) -> LoweredKernel:
     lines.extend(head.splitlines()[:-1])
     add_function(head.splitlines()[-1], em,
                  unpack + ([f"    TT_THREADGROUP_BUFFER(tt_smem, {shared});"] if shared else []))
-    return LoweredKernel(kernel_name, "\n".join(lines).rstrip() + "\n", shared, slots, locations, ctx.debug_formats,
-                         "tt_f64_core" in ctx.helpers)
+    kernel = LoweredKernel(kernel_name, "\n".join(lines).rstrip() + "\n", shared, slots, locations, ctx.debug_formats,
+                           "tt_f64_core" in ctx.helpers, ctx.msl_std)
+    collection.record(kernel.name, kernel.source, options.arch, ctx.target.msl.name, kernel.msl_std,
+                      bool(getattr(options, "fast_math", False)))
+    return kernel

@@ -1,7 +1,8 @@
 """The Metal spellings the op lowerings emit, and what differs between GPU families: one `MetalTargetInfo` per
 kernel (`ctx.target`, `em.target`), in the role upstream's `TargetInfoBase` plays for its GPUs.
 
-It owns barriers and fences, the threadgroup address space, the simdgroup shuffles, reductions and prefix
+It owns the MSL version the kernel is compiled for (what needs more than the oldest supported version, and
+the guards that say so in the source), barriers and fences, the threadgroup address space, the simdgroup shuffles, reductions and prefix
 scans (and which combine ops and MSL types they take), the atomic functions with their memory order and
 atomic types, and the family gates (64-bit atomic min/max). Op lowerings ask it instead of writing these
 spellings. Numbers (SIMD width, threadgroup memory size) stay in `target.py`; the text of library helpers
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 from typing import Optional, Tuple
 
-from ..target import Family
+from ..target import DEFAULT_MSL_VERSION, OLDEST_MSL_VERSION, Family, MslVersion, msl_version
 
 # Metal's simdgroup functions (shuffles, reductions, prefix scans) take these MSL types directly.
 SIMD_TYPES = frozenset({"float", "half", "int", "uint", "short", "ushort"})
@@ -50,6 +51,11 @@ _ATOMIC_RMW = {
 }
 # Metal's only memory order for atomic operations; acquire/release come from fences around them.
 _RELAXED = "memory_order_relaxed"
+# atomic_thread_fence, memory_order_seq_cst and thread_scope arrived with MSL 3.2 (specification 6.15.1-6.15.3):
+# before it MSL has no fence that orders device memory between threadgroups.
+DEVICE_FENCE_MSL = "3.2"
+# `#pragma METAL fp math_mode` arrived with the Metal compiler of macOS 15 (specification 1.6.3).
+MATH_MODE_PRAGMA_MSL = "3.2"
 
 
 class MetalTargetInfo:
@@ -60,9 +66,20 @@ class MetalTargetInfo:
     @staticmethod
     def prelude(fast_math: bool) -> str:
         """The first lines of every kernel's source. Triton's NaN/Inf semantics need Metal's safe math mode
-        unless the kernel opts into fast math."""
-        return "\n".join(["#include <metal_stdlib>", "using namespace metal;",
-                          f"#pragma METAL fp math_mode({'fast' if fast_math else 'safe'})", ""])
+        unless the kernel opts into fast math. The pragma is MSL 3.2's: at 3.1 the math mode is the compile
+        options' (PyTorch's `compile_shader` asks for safe math unless PYTORCH_MPS_FAST_MATH is set), so a
+        `fast_math=True` kernel runs in safe math there."""
+        need = msl_version(MATH_MODE_PRAGMA_MSL).number
+        return "\n".join(["#include <metal_stdlib>", "using namespace metal;", f"#if __METAL_VERSION__ >= {need}",
+                          f"#pragma METAL fp math_mode({'fast' if fast_math else 'safe'})", "#endif", ""])
+
+    @staticmethod
+    def version_guard(kernel: str, need: MslVersion, why: str) -> str:
+        """The lines that stop the kernel's source from compiling below MSL version `need` (what `why` needs),
+        with a message naming the macOS it needs (the source is compiled at whatever version the Mac's Metal
+        compiler is asked for, which need not be the one the kernel was lowered for)."""
+        text = f"kernel '{kernel}' needs {need.needs}: {why}".replace('"', "'")
+        return "\n".join([f"#if __METAL_VERSION__ < {need.number}", f'#error "{text}"', "#endif", ""])
 
     @staticmethod
     def buffer_parameter(msl_type: str, name: str, slot: int, reference: bool = False) -> str:
@@ -83,8 +100,14 @@ class MetalTargetInfo:
     # the read-modify-write kinds Metal has on `atomic_float` (device memory)
     FLOAT_ATOMIC_KINDS = ("fadd", "exch", "xchg")
 
-    def __init__(self, family: Family):
+    def __init__(self, family: Family, msl: MslVersion = msl_version(DEFAULT_MSL_VERSION)):
         self.family = family
+        self.msl = msl  # the version the kernel is compiled for
+
+    @staticmethod
+    def oldest_msl() -> MslVersion:
+        """The oldest MSL version any kernel compiles at (bfloat: MSL 3.1)."""
+        return msl_version(OLDEST_MSL_VERSION)
 
     # -- barriers and fences ------------------------------------------------------------------------
 
@@ -98,7 +121,8 @@ class MetalTargetInfo:
 
     @staticmethod
     def device_fence() -> str:
-        """The device-scope fence that turns relaxed atomics into acquire/release ones."""
+        """The device-scope fence that turns relaxed atomics into acquire/release ones (MSL 3.2: callers say
+        so with `KernelContext.require_msl(DEVICE_FENCE_MSL, ...)`)."""
         return "atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);"
 
     # -- threadgroup memory -------------------------------------------------------------------------
