@@ -42,7 +42,8 @@
  *   - threadgroup_barrier() must be reached by every live thread of the threadgroup at the same call
  *     site; threads that have returned no longer count.
  *   - Atomics: atomic_int / atomic_uint (device + threadgroup), atomic_bool, atomic_float (device only),
- *     atomic_ulong (device, min/max only); memory_order_relaxed only (others fail to compile).
+ *     atomic_ulong (device, min/max only, where the family has it); memory_order_relaxed only (others fail
+ *     to compile); atomic_thread_fence from MSL 3.2 (metal_version.h says which MSL and family this is).
  *   - simdgroup_matrix<T, 8, 8>: metal_simdgroup_matrix.h.
  *   - Not provided: textures, samplers, matrices, packed_* types, metal::array,
  *     quad-group functions, threadgroup memory passed as kernel arguments, erf/erfc/log1p/expm1
@@ -59,6 +60,7 @@
 #include <stdint.h>
 
 #include "emulator_runtime.h"
+#include "metal_version.h" /* the MSL version and GPU family stood for */
 
 #define __TT_DEV __attribute__((address_space(1)))
 #define __TT_CONSTANT __attribute__((address_space(2)))
@@ -773,19 +775,17 @@ enum class mem_flags : uint {
 inline constexpr mem_flags operator|(mem_flags a, mem_flags b) { return (mem_flags)((uint)a | (uint)b); }
 inline constexpr mem_flags operator&(mem_flags a, mem_flags b) { return (mem_flags)((uint)a & (uint)b); }
 
+/* Metal's only memory orders (specification 6.15.1): atomic functions take relaxed only (a clear error below),
+   seq_cst is for atomic_thread_fence */
 enum memory_order {
   memory_order_relaxed = 0,
-  /* the rest exist so that using them gives a clear error below (Metal atomics are relaxed only) */
-  memory_order_acquire = 2,
-  memory_order_release = 3,
-  memory_order_acq_rel = 4,
-  memory_order_seq_cst = 5,
+  memory_order_seq_cst __TT_SINCE_MSL_3_2("memory_order_seq_cst") = 5,
 };
 enum thread_scope {
-  thread_scope_thread = 0,
-  thread_scope_simdgroup = 1,
-  thread_scope_threadgroup = 2,
-  thread_scope_device = 3,
+  thread_scope_thread __TT_SINCE_MSL_3_2("thread_scope") = 0,
+  thread_scope_simdgroup __TT_SINCE_MSL_3_2("thread_scope") = 1,
+  thread_scope_threadgroup __TT_SINCE_MSL_3_2("thread_scope") = 2,
+  thread_scope_device __TT_SINCE_MSL_3_2("thread_scope") = 3,
 };
 
 /* Every live thread of the threadgroup must reach the same threadgroup_barrier call. Fibers of a
@@ -799,7 +799,8 @@ inline void simdgroup_barrier(mem_flags flags, __TT_SITE_PARAMS) {
   uint lane;
   __tt_simd("simdgroup_barrier", nullptr, 0, 0, __TT_SITE_ARGS, &lane);
 }
-inline void atomic_thread_fence(mem_flags flags, memory_order order, thread_scope scope = thread_scope_device) {
+inline void atomic_thread_fence(mem_flags flags, memory_order order, thread_scope scope = thread_scope_device)
+    __TT_SINCE_MSL_3_2("atomic_thread_fence") {
   (void)flags;
   (void)order;
   (void)scope;
@@ -878,7 +879,7 @@ template <class T> inline T fetch_minmax(T *p, T v, bool is_max) {
 } // namespace __atomic_impl
 
 #define __TT_ATOMIC_PTR __atomic_impl::ptr((atomic<T> *)obj)
-/* compare_exchange_{weak,strong}: both strong here (a host CAS never fails spuriously). */
+/* compare_exchange_weak: strong here (a host CAS never fails spuriously). */
 #define __TT_ATOMIC_CAS(AS, TG, KIND)                                                                  \
   template <class T>                                                                                   \
   inline bool atomic_compare_exchange_##KIND##_explicit(volatile AS atomic<T> *obj,                   \
@@ -918,8 +919,7 @@ template <class T> inline T fetch_minmax(T *p, T v, bool is_max) {
     __atomic_exchange(__TT_ATOMIC_PTR, &desired, &previous, __ATOMIC_RELAXED);                         \
     return previous;                                                                                   \
   }                                                                                                    \
-  __TT_ATOMIC_CAS(AS, TG, weak)                                                                        \
-  __TT_ATOMIC_CAS(AS, TG, strong)                                                                      \
+  __TT_ATOMIC_CAS(AS, TG, weak) /* Metal has no _strong (specification 6.15.4.4) */                    \
   __TT_ATOMIC_RMW(AS, TG, add, check_rmw, __atomic_fetch_add(__TT_ATOMIC_PTR, v, __ATOMIC_RELAXED))    \
   __TT_ATOMIC_RMW(AS, TG, sub, check_rmw, __atomic_fetch_sub(__TT_ATOMIC_PTR, v, __ATOMIC_RELAXED))    \
   __TT_ATOMIC_RMW(AS, TG, and, check_int_rmw, __atomic_fetch_and(__TT_ATOMIC_PTR, v, __ATOMIC_RELAXED)) \
@@ -935,10 +935,12 @@ __TT_ATOMIC_FUNCS(__TT_TG, true)
 #undef __TT_ATOMIC_PTR
 
 /* 64-bit atomics (MSL 2.4, Apple9): only max/min on device memory, no return value. */
-inline void atomic_max_explicit(volatile __TT_DEV atomic_ulong *obj, ulong v, memory_order order) __TT_RELAXED(order) {
+inline void atomic_max_explicit(volatile __TT_DEV atomic_ulong *obj, ulong v, memory_order order) __TT_RELAXED(order)
+    __TT_ATOMIC_ULONG_FAMILY {
   __atomic_impl::fetch_minmax(__atomic_impl::ptr((atomic_ulong *)obj), v, true);
 }
-inline void atomic_min_explicit(volatile __TT_DEV atomic_ulong *obj, ulong v, memory_order order) __TT_RELAXED(order) {
+inline void atomic_min_explicit(volatile __TT_DEV atomic_ulong *obj, ulong v, memory_order order) __TT_RELAXED(order)
+    __TT_ATOMIC_ULONG_FAMILY {
   __atomic_impl::fetch_minmax(__atomic_impl::ptr((atomic_ulong *)obj), v, false);
 }
 #undef __TT_RELAXED
