@@ -105,8 +105,9 @@ def _extern(em: FunctionEmitter, op: Op) -> None:
             raise em.unsupported("libdevice.mulhi on 64-bit integers is not supported yet")
         elementwise(em, op, lambda a: f"{ct}(mulhi({a[0]}, {a[1]}))")
         return
-    if name == "pown":
-        elementwise(em, op, lambda a: f"{ct}(precise::pown(float({a[0]}), int({a[1]})))")
+    if name == "pown":  # x to an int32 power, as CUDA's powif (Metal has no pown): msl/float_math.metal
+        fn = em.ctx.require("tt_pown")
+        elementwise(em, op, lambda a: _narrowed(ct, f"{fn}(float({a[0]}), int({a[1]}))"))
         return
     raise em.unsupported(f"libdevice.{name} is not supported by the apple backend yet")
 

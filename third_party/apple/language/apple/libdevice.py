@@ -112,3 +112,5 @@ mulhi = _make("mulhi", 2, {
     (_U64, _U64): ("apple.mulhi", _U64),
 })
 pow_int = _make("pow_int", 2, {(t, _I32): ("apple.pown", t) for t in (_F32, _F16, _BF16)})
+# libdevice.pow also takes an int32 exponent, as CUDA's (__nv_powif): the same apple.pown
+pow = _make("pow", 2, {**_float_table("pow", 2), **{(t, _I32): ("apple.pown", t) for t in (_F32, _F16, _BF16, _F64)}})

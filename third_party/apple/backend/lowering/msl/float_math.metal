@@ -195,3 +195,68 @@ static inline float tt_logb(float x) {
     }
     return float(tt_ilogb(x));
 }
+
+// @helper tt_pown
+/// x to the integer power n, as CUDA's powif (libdevice __nv_powif; MSL has no pown): pown(x, 0) is 1 for every x,
+/// NaN included; pown(+-0, n) is +-inf for odd n < 0, +inf for even n < 0, +-0 for odd n > 0, +0 for even n > 0;
+/// pown(+-inf, n) the reciprocals of those; a negative x gives a negative result for odd n only.
+/// The power is taken by repeated squaring of |x| = m * 2^e (m in [0.5, 1)) in double-float (a float pair hi + lo,
+/// products exact through fma), with the power of two counted apart in a long, so no step over- or underflows.
+/// Each product keeps about 2^-47 of relative error, and squaring doubles what the base carries: the power's
+/// relative error stays below about |n| * 2^-47, so results are rounded once to nearest (hi + lo rounds) for
+/// |n| up to a few thousand and within one float step for every n (ldexp of a subnormal result rounds it a
+/// second time). Negative n take the pair's reciprocal, corrected through fma.
+static inline float2 tt_pown_mul(float2 a, float2 b, thread long& e) {
+    const float p = a.x * b.x;
+    const float err = fma(a.x, b.x, -p) + (a.x * b.y + a.y * b.x);
+    const float hi = p + err;
+    const float lo = err - (hi - p);
+    int s;
+    const float m = frexp(hi, s);  // keep hi in [0.5, 1)
+    e += s;
+    return float2{m, ldexp(lo, -s)};
+}
+static inline float tt_pown(float x, int n) {
+    if (n == 0) {
+        return 1.0f;
+    }
+    if (isnan(x)) {
+        return x;
+    }
+    const bool negative = (n & 1) != 0 && (as_type<uint>(x) >> 31) != 0;
+    const float ax = fabs(x);
+    float magnitude;
+    if (ax == 0.0f) {
+        magnitude = n < 0 ? INFINITY : 0.0f;
+    } else if (isinf(ax)) {
+        magnitude = n < 0 ? 0.0f : INFINITY;
+    } else {
+        uint k = n < 0 ? uint(-(n + 1)) + 1u : uint(n);  // |n|, INT_MIN included
+        int e0;
+        float2 base = float2{frexp(ax, e0), 0.0f};
+        long base_e = e0;  // |x| = base * 2^base_e
+        float2 r = float2{1.0f, 0.0f};
+        long r_e = 0;  // the power so far: r * 2^r_e
+        while (true) {
+            if ((k & 1u) != 0u) {
+                r_e += base_e;
+                r = tt_pown_mul(r, base, r_e);
+            }
+            k >>= 1;
+            if (k == 0u) {
+                break;
+            }
+            base_e *= 2;
+            base = tt_pown_mul(base, base, base_e);
+        }
+        if (n < 0) {  // 1 / (r * 2^r_e): q = 1 / r.x corrected by the exact residual 1 - r * q
+            const float q = precise::divide(1.0f, r.x);
+            const float residual = fma(-r.x, q, 1.0f) - r.y * q;
+            r = float2{q, q * residual};
+            r_e = -r_e;
+        }
+        const int scale = int(clamp(r_e, -400l, 400l));  // beyond these every float result is 0 or inf
+        magnitude = ldexp(r.x + r.y, scale);  // the pair rounded to float, then scaled: exact unless subnormal
+    }
+    return negative ? -magnitude : magnitude;
+}
