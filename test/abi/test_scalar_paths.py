@@ -76,8 +76,8 @@ def test_metal_launch(mps):
     for b, h, f in _cases():
         _bits_on_metal[(1, )](out, b, h, f)
         assert out.tolist() == _expected(b, h, f), (b, h, f)
-        bound = mps.dispatches[-1].args[1:4]  # the scalars' tensors hold the packed bytes
-        assert [t.view(torch.uint8).numpy().tobytes() for t in bound] == [pack("bfloat", b), pack("half", h), pack("float", f)]
+        d = mps.dispatches[-1]  # the scalars bind by value: the bytes PyTorch hands setBytes are the packed ones
+        assert [d.bytes_at(i) for i in (1, 2, 3)] == [pack("bfloat", b), pack("half", h), pack("float", f)]
 
 
 def test_values_that_would_become_infinity_are_refused_on_every_path(mps):

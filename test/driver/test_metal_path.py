@@ -1,6 +1,8 @@
 """The driver's metal mode, run unmodified on the MPS stand-in (test/support/mps_standin.py, docs/mps_standin.md):
 `load_binary`'s metal branch, `AppleLauncher.__call__` in metal mode, `_dispatch_metal`'s argument binding
 and grid arithmetic, debug-buffer readback and the metal error paths, each checked against torch."""
+import struct
+
 import pytest
 import torch
 import triton
@@ -10,7 +12,7 @@ from triton.backends.apple import driver as drv
 from triton.backends.apple.abi.lock_table import LOCK_WORDS
 from triton.backends.apple.abi.debug_buffer import DeviceAssertionError
 
-from support.mps_standin import StandinLimit
+from support.mps_standin import SetBytes, StandinLimit
 
 
 def test_the_fixture_runs_the_metal_driver(mps):
@@ -46,7 +48,8 @@ def test_vector_add(mps, num_warps):
     assert d.kernel == "add_kernel"
     assert d.threads == (grid * 32 * num_warps, 1, 1) and d.group == (32 * num_warps, 1, 1)
     assert all(a is b for a, b in zip(d.args[:3], (x, y, out)))  # the tensors themselves, in order
-    assert d.args[3].dtype == torch.int32 and d.args[3].tolist() == [n]
+    n_arg = d.args[3]  # a scalar binds by value (setBytes), not as a tensor: what PyTorch got and bound
+    assert isinstance(n_arg, SetBytes) and (n_arg.value, n_arg.cast, n_arg.data) == (n, "int32", struct.pack("<i", n))
 
 
 @triton.jit
@@ -79,9 +82,10 @@ def test_scalars_of_several_types(mps):
     scalars_kernel[(1, )](x, out_f, out_i, -7, 0.5, big, BLOCK=16)
     torch.testing.assert_close(out_f, x * 0.5 - 7)
     assert out_i.tolist() == [big + k for k in range(16)]
-    args = mps.dispatches[-1].args
-    assert [(a.dtype, a.tolist()) for a in args[3:6]] == [(torch.int32, [-7]), (torch.float32, [0.5]),
-                                                          (torch.int64, [big])]
+    d = mps.dispatches[-1]
+    assert [type(a) for a in d.args[3:6]] == [SetBytes] * 3
+    assert [d.bytes_at(i) for i in (3, 4, 5)] == [struct.pack("<i", -7), struct.pack("<f", 0.5), struct.pack("<q", big)]
+    assert [a.cast for a in d.args[3:6]] == ["int32", "int32", ""]  # int64 needs no cast
 
 
 @triton.jit
@@ -251,7 +255,7 @@ def test_standin_dispatch_errors(mps):
         fill(out, [], 2)
     with pytest.raises(StandinLimit, match="partial threadgroup"):
         fill(out, 1.0, 2, threads=[8], group_size=[3])
-    with pytest.raises(RuntimeError, match="kernel 'nope'"):
+    with pytest.raises(RuntimeError, match="^Failed to create function state object for: nope$"):
         torch.mps.compile_shader(FILL).nope
 
 
@@ -263,7 +267,7 @@ def four_descriptors_kernel(a_desc, b_desc, c_desc, out_desc, alpha, BM: tl.cons
 
 
 def test_host_descriptors_with_packed_scalars(mps):
-    # 41 kernel arguments: the four base pointers bind as tensors, the 37 scalars as one tensor of words
+    # 41 kernel arguments: the four base pointers bind as tensors, the 37 scalars as one list of int32 words (setBytes)
     from triton.tools.tensor_descriptor import TensorDescriptor
     a, b, c = (torch.randn(32, 48) for _ in range(3))
     out = torch.zeros(32, 48)
@@ -272,7 +276,64 @@ def test_host_descriptors_with_packed_scalars(mps):
     torch.testing.assert_close(out, a * 0.5 + b - c)
     d = mps.dispatches[-1]
     assert len(d.args) == 5 and all(x is t for x, t in zip(d.args[:4], (a, b, c, out)))
-    words = d.args[4]
-    assert words.dtype == torch.int32 and words.numel() == 4 * 16 + 1  # 16 words per descriptor, then alpha
+    packed = d.args[4]
+    assert isinstance(packed, SetBytes) and packed.cast == "int32" and isinstance(packed.value, list)
+    words = torch.frombuffer(bytearray(packed.data), dtype=torch.int32)
+    assert words.numel() == 4 * 16 + 1  # 16 words per descriptor, then alpha
     assert words[8:10].tolist() == [0, 0]  # padding "zero", no tf32 rounding
     assert words[-1:].view(torch.float32).item() == 0.5
+
+
+# ------------------------------------------------------------------------------------------------
+# Scalars by value, and the grid Metal can dispatch
+
+
+@triton.jit
+def widths_kernel(out_ptr, a: tl.uint32, b: tl.uint64, c: tl.int8, d: tl.uint16, e: tl.float16, f: tl.float64):
+    tl.store(out_ptr + 0, a.to(tl.int64))
+    tl.store(out_ptr + 1, b.to(tl.int64, bitcast=True))
+    tl.store(out_ptr + 2, c.to(tl.int64))
+    tl.store(out_ptr + 3, d.to(tl.int64))
+    tl.store(out_ptr + 4, e.to(tl.int16, bitcast=True).to(tl.int64) & 0xFFFF)
+    tl.store(out_ptr + 5, f.to(tl.int64, bitcast=True))
+
+
+def test_scalars_of_every_width_bind_by_value_with_their_cast(mps):
+    # unsigned values above the signed maximum (a tensor of the signed dtype of their size cannot hold them),
+    # the narrow integers, a half and a float64 (its 8 bytes): each a Python int PyTorch takes, cast by size
+    out = torch.zeros(6, dtype=torch.int64)
+    widths_kernel[(1, )](out, 2**32 - 1, 2**64 - 1, -128, 65535, -2.5, -0.0)
+    assert out.tolist() == [2**32 - 1, -1, -128, 65535, 0xC100, -2**63]
+    d = mps.dispatches[-1]
+    assert [a.cast for a in d.args[1:7]] == ["int32", "", "int8", "int16", "int16", ""]
+    assert [d.bytes_at(i) for i in range(1, 7)] == [b"\xff" * 4, b"\xff" * 8, b"\x80", b"\xff\xff", b"\x00\xc1",
+                                                   struct.pack("<d", -0.0)]
+    assert all(-2**63 <= a.value < 2**63 for a in d.args[1:7])  # what pybind11's cast<int64_t> accepts
+
+
+def test_standin_refuses_what_pybind_refuses(mps):
+    fill = torch.mps.compile_shader(FILL).fill
+    with pytest.raises(RuntimeError, match="Unable to cast Python instance of type <class 'int'>"):
+        fill(torch.zeros(4), 1.0, 2**63)
+    with pytest.raises(RuntimeError, match="Unable to cast Python instance of type <class 'int'>"):
+        fill(torch.zeros(4), 1.0, 2**64 - 1, arg_casts={2: "int32"})  # the cast comes after the int64 one
+
+
+@pytest.mark.parametrize("grid, message", [
+    ((2**32 // 128, 1, 1), r"dimension x has 33554432 programs x 128 threads = 4294967296 threads"),
+    ((1, 2**32, 1), r"dimension y has 4294967296 programs"),
+    ((1, 1, -1), r"dimension z has -1 programs"),
+])
+def test_a_grid_metal_cannot_dispatch_is_refused_naming_the_kernel(mps, grid, message):
+    out = torch.zeros(32, dtype=torch.int32)
+    with pytest.raises(drv.KernelArgError, match=rf"kernel 'grid_kernel': grid .* does not fit Metal's dispatch: "
+                       rf"{message}; each dimension takes 1 to 4294967295 threads"):
+        grid_kernel[grid](out, BLOCK=32, num_warps=4)
+    assert not mps.dispatches and not out.any()
+
+
+def test_the_emulator_refuses_the_same_grids():
+    out = torch.zeros(32, dtype=torch.int32)
+    with pytest.raises(drv.KernelArgError, match=r"grid \(1, 1, 4294967296\) does not fit Metal's dispatch"):
+        grid_kernel[(1, 1, 2**32)](out, BLOCK=32, num_warps=1)
+    assert not out.any()

@@ -1,33 +1,38 @@
-"""An MPS stand-in: the part of `torch.mps.compile_shader`'s interface that the apple driver uses, run on the
-Metal-on-CPU emulator, so that the driver's metal-mode code (`AppleUtils.load_binary`'s metal branch,
-`AppleLauncher.__call__` in metal mode, `_dispatch_metal`, debug-buffer readback) runs unmodified in Linux CI.
+"""An MPS stand-in: the part of `torch.mps`'s interface that the apple driver uses, run on the Metal-on-CPU
+emulator, so that the driver's metal-mode code (`AppleUtils.load_binary`'s metal branch, `MetalLaunch`, the
+debug-buffer readback, the mps device interface and benchmarker) runs unmodified in Linux CI.
 
-It encodes only documented behaviour of PyTorch 2.13's `torch.mps.compile_shader` and of Metal's
-`dispatchThreads:threadsPerThreadgroup:`; docs/mps_standin.md lists each fact it relies on and its source.
-Where PyTorch's behaviour is not something the emulator can reproduce, the stand-in refuses loudly
-(`StandinLimit`) rather than guess.
+It encodes only documented behaviour of PyTorch 2.13's `torch.mps` (its Python source and the C++ behind
+`compile_shader` and `torch.mps.Event`) and of Metal's `dispatchThreads:threadsPerThreadgroup:`;
+docs/mps_standin.md lists each fact it relies on. Where PyTorch's behaviour is not something the emulator can
+reproduce, the stand-in refuses loudly (`StandinLimit`) rather than guess.
 
 CPU tensors stand in for MPS tensors: `install` sets `driver.METAL_DEVICE` to "cpu" for the test.
 """
 from __future__ import annotations
 
+import re
+import struct
 import sys
-from typing import Any, List, Optional
+from pathlib import Path
+from typing import Any, Dict, List, Optional
 
+import numpy as np
 import torch
 
 from triton.backends.apple import driver as drv
-from triton.backends.apple.emulator import EmulatorCompileError, Scalar, compile_msl
+from triton.backends.apple.abi import scalars
+from triton.backends.apple.emulator import EmulatorCompileError, compile_msl
 
 # MTLComputePipelineState.maxTotalThreadsPerThreadgroup: on a Mac the pipeline reports it (lower when a kernel
 # needs many registers); the emulator has no register file, so the stand-in reports Metal's maximum.
 MAX_THREADS_PER_THREADGROUP = 1024
 THREAD_EXECUTION_WIDTH = 32
 
-# arg_casts names (torch/csrc/mps/Module.cpp, OptionalArgCaster) -> the MSL type the value is packed as
+# arg_casts names (OptionalArgCaster) -> the MSL type a value is converted to with a C++ static_cast
 _CASTS = {"fp16": "half", "bf16": "bfloat", "int32": "int", "int16": "short", "int8": "char", "uint8": "uchar"}
 _INT_BITS = {"int": 32, "short": 16, "char": 8, "uchar": 8, "long": 64}
-
+_KERNEL_NAME = re.compile(r"\bkernel\s+void\s+([A-Za-z_]\w*)\s*\(")
 
 # Where dispatches are recorded: the stand-in installed for the running test. Triton keeps a kernel's loaded
 # function (a KernelFunction) across tests, as on a Mac, so records cannot live in the library that made it.
@@ -47,6 +52,41 @@ def _wrap(value: int, msl: str) -> int:
     return value
 
 
+def _int64(value: int) -> int:
+    """pybind11's `cast<int64_t>()` of a Python int: a value outside int64 raises (pybind11's cast_error, which
+    reaches Python as RuntimeError)."""
+    if not -(1 << 63) <= value < 1 << 63:
+        raise RuntimeError("Unable to cast Python instance of type <class 'int'> to C++ type 'long long'")
+    return value
+
+
+def _float32(value: float) -> float:
+    """pybind11's `cast<float>()` of a Python float: the C++ double -> float conversion (nearest; inf beyond)."""
+    with np.errstate(over="ignore"):
+        return float(np.float32(value))
+
+
+def _scalar_bytes(value: Any, cast: str) -> bytes:
+    """The bytes `OptionalArgCaster::setValue` hands `setBytes` for one Python int or float."""
+    if isinstance(value, float):
+        v = _float32(value)
+        if not cast:
+            return struct.pack("<f", v)
+        msl = _CASTS[cast]
+        if msl in _INT_BITS:  # float -> integer static_cast (undefined out of range in C++: refuse to guess)
+            if v != v or not -(1 << (_INT_BITS[msl] - 1)) <= int(v) < 1 << _INT_BITS[msl]:
+                raise StandinLimit(f"static_cast of {value!r} to {msl} is undefined behaviour in C++")
+            return scalars.pack(msl, int(v))
+        return scalars.pack(msl, v)  # c10::Half / c10::BFloat16 from float: round to nearest even
+    v = _int64(int(value))
+    if not cast:
+        return struct.pack("<q", v)
+    msl = _CASTS[cast]
+    if msl in _INT_BITS:
+        return scalars.pack(msl, _wrap(v, msl))
+    return scalars.pack(msl, _float32(float(v)))  # int64 -> float -> half/bfloat
+
+
 def _dims(value: Any, what: str) -> Optional[List[int]]:
     """`threads` / `group_size`: None, an int, or a sequence of 1 to 3 ints (optional_vec_from_pyobject)."""
     if value is None:
@@ -59,11 +99,28 @@ def _dims(value: Any, what: str) -> Optional[List[int]]:
     return dims
 
 
+class SetBytes:
+    """A non-tensor argument as PyTorch binds it: `setBytes` of `data` at its buffer index. `value` and `cast`
+    are what the caller passed."""
+
+    def __init__(self, data: bytes, value: Any, cast: str):
+        self.data, self.value, self.cast = data, value, cast
+
+    def __repr__(self):
+        return f"SetBytes({self.data.hex()}, value={self.value!r}, cast={self.cast!r})"
+
+
 class Dispatch:
-    """What one call encoded: the arguments by buffer index, `dispatchThreads` size and threadgroup size."""
+    """What one call encoded: the arguments by buffer index (tensors, or `SetBytes` for everything else), the
+    `dispatchThreads` size and the threadgroup size."""
 
     def __init__(self, kernel: str, args: list, threads: tuple, group: tuple):
         self.kernel, self.args, self.threads, self.group = kernel, args, threads, group
+
+    def bytes_at(self, index: int) -> bytes:
+        """The bytes buffer `index` was bound to (a tensor's view bytes, or what setBytes got)."""
+        arg = self.args[index]
+        return arg.data if isinstance(arg, SetBytes) else arg.contiguous().view(torch.uint8).numpy().tobytes()
 
     def __repr__(self):
         return f"Dispatch({self.kernel!r}, threads={self.threads}, group={self.group})"
@@ -78,11 +135,10 @@ class KernelFunction:
     def __init__(self, name: str, kernel):
         self.name, self._kernel = name, kernel
 
-    def _bind_value(self, idx: int, arg: Any, casts: dict, default_cast: str):
+    @staticmethod
+    def _bind_value(idx: int, arg: Any, casts: dict, default_cast: str) -> SetBytes:
         """A non-tensor argument, as OptionalArgCaster::setValue packs it (setBytes at buffer index idx)."""
         cast = casts.get(idx, default_cast)
-        if cast and cast not in _CASTS:
-            raise RuntimeError(f"Unsupported cast instruction {cast}")
         if isinstance(arg, (list, tuple)):
             if len(arg) == 0:
                 raise RuntimeError("Empty list/tuple can not be an argument to metal kernel")
@@ -90,24 +146,18 @@ class KernelFunction:
             if isinstance(first, torch.Tensor):
                 raise StandinLimit("a list of tensors binds their GPU addresses (an argument buffer); the "
                                    "emulator has no GPU addresses")
-            if isinstance(first, bool) or not isinstance(first, (int, float)):
+            if not isinstance(first, (int, float)):
                 raise RuntimeError("Unexpected argument types")
-            msl = _CASTS[cast] if cast else ("long" if isinstance(first, int) else "float")
-            return b"".join(self._pack(v, msl, isinstance(first, int)) for v in arg)
-        if isinstance(arg, float):
-            return Scalar(float(arg), _CASTS[cast] if cast else "float")
-        if isinstance(arg, int):  # Python bool is an int too (pybind11's isinstance<int_>)
-            msl = _CASTS[cast] if cast else "long"
-            value = int(arg)
-            return Scalar(_wrap(value, msl) if msl in _INT_BITS else value, msl)
+            # the whole list is cast to the first element's type (cast<std::vector<int64_t | float>>)
+            values = [int(v) for v in arg] if isinstance(first, int) else [float(v) for v in arg]
+            if cast and cast not in _CASTS:
+                raise RuntimeError(f"Unsupported cast instruction {cast}")
+            return SetBytes(b"".join(_scalar_bytes(v, cast) for v in values), list(arg), cast)
+        if isinstance(arg, (float, int)):  # Python bool is an int too (pybind11's isinstance<int_>)
+            if cast and cast not in _CASTS:
+                raise RuntimeError(f"Unsupported cast instruction {cast}")
+            return SetBytes(_scalar_bytes(arg, cast), arg, cast)
         raise RuntimeError("Unsupported argument type")
-
-    @staticmethod
-    def _pack(v, msl: str, from_int: bool) -> bytes:
-        value = int(v) if from_int else float(v)
-        if msl in _INT_BITS and from_int:
-            value = _wrap(value, msl)
-        return Scalar(value, msl).data
 
     def __call__(self, *args, threads=None, group_size=None, arg_casts=None):
         threads = _dims(threads, "threads")
@@ -120,7 +170,7 @@ class KernelFunction:
             casts, default_cast = {int(k): v for k, v in arg_casts.items()}, ""
         else:
             raise RuntimeError(f"Unexpected caster arg type {type(arg_casts).__name__}")
-        buffers = {}
+        buffers: Dict[int, Any] = {}
         for idx, arg in enumerate(args):  # argument i binds buffer index i
             if isinstance(arg, torch.Tensor):
                 buffers[idx] = arg
@@ -144,40 +194,83 @@ class KernelFunction:
         if any(s % g for s, g in zip(size, group)):
             raise StandinLimit(f"dispatchThreads of {size} threads in threadgroups of {group}: Metal runs a "
                                "partial threadgroup at each edge; the emulator runs whole threadgroups only")
+        if any(s >= 1 << 32 for s in size):
+            raise StandinLimit(f"dispatchThreads of {size} threads: thread positions in the grid are 32-bit in "
+                               "MSL; what Metal does with a larger grid is not documented")
         _installed.dispatches.append(Dispatch(self.name, [buffers[i] for i in sorted(buffers)], size, group))
         grid = tuple(s // g for s, g in zip(size, group))
-        self._kernel.launch(grid=grid, threadgroup=group, buffers=buffers)
+        binds = {i: (b.data if isinstance(b, SetBytes) else b) for i, b in buffers.items()}
+        self._kernel.launch(grid=grid, threadgroup=group, buffers=binds)
 
 
 class ShaderLibrary:
-    """What `torch.mps.compile_shader(source)` returns (`torch._C._mps_ShaderLibrary`): kernels by name."""
+    """What `torch.mps.compile_shader(source)` returns (`torch._C._mps_ShaderLibrary`): kernels by name. Like
+    PyTorch's `DynamicMetalShaderLibrary`, the library is compiled when it is made (here: each `kernel` function
+    of the source, by the emulator); looking a kernel up makes its pipeline."""
 
     def __init__(self, source: str):
         self._source = source
+        self._kernels = {}
+        for name in dict.fromkeys(_KERNEL_NAME.findall(source)):
+            try:
+                self._kernels[name] = compile_msl(source, name)
+            except EmulatorCompileError as e:
+                if not e.diagnostics:  # the emulator's own signature reader refused: not a compiler verdict
+                    raise StandinLimit(f"the emulator cannot take kernel '{name}': {e}") from e
+                # c10::SyntaxError(localizedDescription of MTLLibraryErrorCompileFailure): Apple's runtime
+                # compiler calls the source "program_source"
+                text = e.diagnostics.replace(f"{name}.metal:", "program_source:")
+                raise SyntaxError(f"Compilation failed: \n\n{text}") from None
+
+    def __dir__(self):
+        return list(self._kernels)
 
     def __getattr__(self, name: str) -> KernelFunction:
         if name.startswith("__"):
             raise AttributeError(name)
-        try:
-            kernel = compile_msl(self._source, name)
-        except EmulatorCompileError as e:
-            # PyTorch compiles the library in compile_shader and looks kernels up here; both report with
-            # RuntimeError. The emulator compiles one kernel at a time, so both errors come from here.
-            raise RuntimeError(f"Failed to create pipeline state for kernel '{name}': {e}") from e
+        kernel = self.__dict__.get("_kernels", {}).get(name)
+        if kernel is None:  # TORCH_CHECK(func, ...) in getLibraryPipelineState
+            raise RuntimeError(f"Failed to create function state object for: {name}")
         return KernelFunction(name, kernel)
 
 
+class _Patcher:
+    """pytest's monkeypatch, for callers outside pytest (the self-check): setattr now, undo later."""
+
+    def __init__(self):
+        self._undo = []
+
+    def setattr(self, target, name, value):
+        self._undo.append((target, name, getattr(target, name)))
+        setattr(target, name, value)
+
+    def undo(self):
+        while self._undo:
+            target, name, value = self._undo.pop()
+            setattr(target, name, value)
+
+
 class MPSStandin:
-    """`torch.mps.compile_shader` and `torch.mps.synchronize` on the emulator, with a record of dispatches."""
+    """`torch.mps`'s compile_shader, synchronize and memory counters on the emulator, with a record of
+    dispatches and synchronisations."""
 
     def __init__(self):
         self.dispatches: List[Dispatch] = []
         self.synchronizations = 0
         self.sources: List[str] = []
+        self._patcher: Optional[_Patcher] = None
 
     def compile_shader(self, source: str) -> ShaderLibrary:
         if not isinstance(source, str):  # pybind11 binds `const std::string&`
             raise TypeError(f"compile_shader(): incompatible argument type {type(source).__name__}")
+        # PyTorch 2.13's compile_shader inlines the headers it ships (torch/include) and drops `#pragma once`
+        # lines before compiling: the same function, on the same include directory.
+        from torch.utils._cpp_embed_headers import _embed_headers
+        source = _embed_headers([line + "\n" for line in source.split("\n")],
+                                [Path(torch.__file__).parent / "include"], set())
+        if not source.isascii():
+            raise StandinLimit("non-ASCII MSL: PyTorch hands Metal the source as an NSString decoded with "
+                               "NSASCIIStringEncoding; what Metal then gets is not documented")
         _installed.sources.append(source)
         return ShaderLibrary(source)
 
@@ -185,12 +278,38 @@ class MPSStandin:
         """Emulator launches return when the kernel has finished: nothing to wait for."""
         _installed.synchronizations += 1
 
-    def install(self, monkeypatch) -> "MPSStandin":
-        """Replace what the metal path touches, for one test (pytest's monkeypatch undoes it): torch.mps's
-        compile_shader and synchronize, and the metal device type (CPU tensors stand in for MPS tensors).
-        The caller makes a metal-mode AppleDriver active (the `mps` fixture in test_metal_path.py)."""
+    @staticmethod
+    def current_allocated_memory() -> int:
+        """Bytes of the tensors alive now: the CPU tensors standing in for MPS tensors, counted from the garbage
+        collector's objects (storages once each), as MPSAllocator counts its live buffers."""
+        import gc
+        seen, total = set(), 0
+        for obj in gc.get_objects():
+            if isinstance(obj, torch.Tensor) and obj.device.type == "cpu":
+                try:
+                    storage = obj.untyped_storage()
+                    key = storage.data_ptr()
+                except (RuntimeError, NotImplementedError):
+                    continue
+                if key and key not in seen:
+                    seen.add(key)
+                    total += storage.nbytes()
+        return total
+
+    def install(self, monkeypatch=None) -> "MPSStandin":
+        """Replace what the metal path touches (pytest's monkeypatch undoes it; without one, `uninstall` does):
+        torch.mps's compile_shader, synchronize and current_allocated_memory, and the metal device type (CPU
+        tensors stand in for MPS tensors). The caller makes a metal-mode AppleDriver active (the `mps` fixture)."""
+        if monkeypatch is None:
+            monkeypatch = self._patcher = _Patcher()
         monkeypatch.setattr(sys.modules[__name__], "_installed", self)
         monkeypatch.setattr(torch.mps, "compile_shader", self.compile_shader)
         monkeypatch.setattr(torch.mps, "synchronize", self.synchronize)
+        monkeypatch.setattr(torch.mps, "current_allocated_memory", self.current_allocated_memory)
         monkeypatch.setattr(drv, "METAL_DEVICE", "cpu")
         return self
+
+    def uninstall(self) -> None:
+        if self._patcher is not None:
+            self._patcher.undo()
+            self._patcher = None

@@ -15,11 +15,11 @@ The target this driver reports is named after the torch device type the kernels 
 """
 from __future__ import annotations
 
-import bisect
 import functools
 import json
 import operator
 import os
+import struct
 import time
 import warnings
 from typing import Any, List, Optional, Sequence, Tuple, Union
@@ -30,12 +30,13 @@ from triton.backends.driver import DriverBase
 from . import knobs
 from .abi import debug_buffer
 from .abi.arguments import bytes_tensor, plan_arguments, scalar_bytes, tensor_argument, view_bytes
-from .abi.scalars import msl_of_signature
-from .abi.slots import ADDED_BUFFERS, POINTER, BufferSlot, slots_from_json
-from .errors import KernelArgError
+from .abi.msl_locations import METAL_SOURCE_NAME, MslLocations, error_lines
+from .abi.scalars import msl_of_signature, msl_scalar
+from .abi.slots import ADDED_BUFFERS, PACKED_SCALARS, POINTER, BufferSlot, slots_from_json
+from .errors import KernelArgError, MetalCompileError
 from .host import default_family, mac_gpu_cores, mps_available
-from .target import (MAX_REGS_PER_THREAD, MAX_THREADGROUP_MEMORY, MAX_THREADS_PER_THREADGROUP, SIMD_WIDTH, family,
-                     threads_per_threadgroup)
+from .target import (MAX_GRID_THREADS, MAX_REGS_PER_THREAD, MAX_THREADGROUP_MEMORY, MAX_THREADS_PER_THREADGROUP,
+                     SIMD_WIDTH, dispatch_threads, family, threads_per_threadgroup)
 
 # The torch device type of Metal-mode tensors. A constant, not a literal at each use, only so that the MPS
 # stand-in of the tests (test/support/mps_standin.py, docs/mps_standin.md) can run this metal-mode code
@@ -119,29 +120,6 @@ class EmulatorDeviceInterface:
         return 1
 
 
-class MslLocations:
-    """Where each part of a kernel's MSL came from: the structured map the lowering records in the kernel
-    metadata (`msl_locations`: MSL line of the first line of code of every located op)."""
-
-    def __init__(self, locations: Sequence[Sequence]):
-        self._entries = sorted((int(line), op, where) for line, op, where in locations)
-        self._lines = [e[0] for e in self._entries]
-
-    def origin(self, msl_line: int) -> Optional[Tuple[str, str]]:
-        """(op name, source location) of the op whose code contains `msl_line`, or None."""
-        k = bisect.bisect_right(self._lines, msl_line) - 1
-        return self._entries[k][1:] if k >= 0 else None
-
-    def explain(self, message: str, msl_lines: Sequence[int]) -> str:
-        """`message` plus, for each MSL line it names, the Triton op and source line it was generated from."""
-        notes = []
-        for n in msl_lines:
-            origin = self.origin(n)
-            if origin:
-                notes.append(f"  MSL line {n} was generated from {origin[0]} at {origin[1]}")
-        return message + ("\n" + "\n".join(notes) if notes else "")
-
-
 class EmulatorFunction:
     """What `load_binary` returns on the emulator: the kernel's MSL, compiled by clang on first launch, where
     the launcher can map compiler errors back to Triton ops through the kernel's location map."""
@@ -201,6 +179,37 @@ def device_properties(mode: str, fam: str) -> dict:
     }
 
 
+def compile_metal(name: str, source: str):
+    """(library, kernel function) of kernel `name`'s MSL, compiled by Apple's Metal compiler through
+    `torch.mps.compile_shader`. Apple's diagnostics (a `SyntaxError` from PyTorch) become a `MetalCompileError`
+    that names the kernel and, for each MSL line they point at, the Triton op and source line it came from (read
+    from the MSL's location comments: Triton hands `load_binary` nothing but the kernel's name and bytes)."""
+    import torch
+    if not source.isascii():
+        n = next(i for i, text in enumerate(source.splitlines(), 1) if not text.isascii())
+        raise MetalCompileError(f"apple backend: the MSL of kernel '{name}' has non-ASCII text at line {n}; the "
+                                "lowering emits ASCII only and PyTorch hands Metal the source as ASCII text. A "
+                                "damaged file in Triton's cache? Remove it and run again", name, [n])
+    try:
+        lib = torch.mps.compile_shader(source)
+    except SyntaxError as e:  # c10::SyntaxError: Metal's MTLLibraryErrorCompileFailure
+        text = str(e)
+        lines = error_lines(text, [METAL_SOURCE_NAME])
+        shown = source.splitlines()
+        quoted = "".join(f"\n  {n:5d} | {shown[n - 1] if 0 < n <= len(shown) else ''}" for n in sorted(set(lines)))
+        message = (f"apple backend: Apple's Metal compiler rejected the MSL of kernel '{name}' "
+                   f"(torch.mps.compile_shader):\n{text.rstrip()}" + (f"\nMSL source lines involved:{quoted}" if quoted else ""))
+        raise MetalCompileError(MslLocations.from_comments(source).explain(message, sorted(set(lines))), name, lines,
+                                text) from None
+    except RuntimeError as e:  # no library for another reason (PyTorch: "Failed to create metal library")
+        raise MetalCompileError(f"apple backend: Metal made no library of kernel '{name}': {e}", name) from None
+    try:
+        fn = getattr(lib, name)  # PyTorch makes the kernel's pipeline here
+    except RuntimeError as e:
+        raise MetalCompileError(f"apple backend: Metal made no pipeline for kernel '{name}': {e}", name) from None
+    return lib, fn
+
+
 class AppleUtils:
     """Module loading and device properties (`driver.active.utils`)."""
 
@@ -212,14 +221,12 @@ class AppleUtils:
         `registers_per_thread`; n_spills is 0 (Metal reports no spills)."""
         fam = default_family()
         if self.mode == "metal":
-            import torch
             try:
                 source = kernel.decode() if isinstance(kernel, (bytes, bytearray)) else kernel
             except UnicodeDecodeError as e:
                 raise KernelArgError(f"apple backend: the MSL of kernel '{name}' is not UTF-8 text (offset "
                                      f"{e.start}); a damaged file in Triton's cache? Remove it and run again") from None
-            lib = torch.mps.compile_shader(source)
-            fn = getattr(lib, name)
+            lib, fn = compile_metal(name, source)
             max_threads = int(getattr(fn, "max_threads_per_threadgroup", MAX_THREADS_PER_THREADGROUP))
             return lib, fn, registers_per_thread(max_threads, fam), 0, max_threads
         fn = EmulatorFunction(name, kernel)  # compile_msl checks the bytes and names the kernel if damaged
@@ -268,6 +275,26 @@ def _grid_integers(kernel: str, grid: Tuple[Any, Any, Any]) -> Tuple[int, int, i
                              "any integer with __index__, such as numpy integers and 0-d integer tensors)") from None
 
 
+def _grid_refusal(kernel: str, grid: Tuple[int, int, int], threads: int, dispatch: Tuple[int, int, int]) -> str:
+    axis = next(i for i, d in enumerate(dispatch) if not 0 < d <= MAX_GRID_THREADS)
+    what = f"{grid[0]} programs x {threads} threads = {dispatch[0]} threads" if axis == 0 else f"{grid[axis]} programs"
+    return (f"apple backend: kernel '{kernel}': grid {grid} does not fit Metal's dispatch: dimension "
+            f"{'xyz'[axis]} has {what}; each dimension takes 1 to {MAX_GRID_THREADS} threads (MSL numbers grid "
+            "positions with 32-bit uints). Use fewer, larger programs (a loop inside the kernel) or another axis")
+
+
+# What a kernel that reads addresses from memory (a pointer table, as Triton's tutorial 08 builds with
+# data_ptr()) meets on a Mac: MPS tensors' data_ptr() values are not addresses a kernel can use, and Metal only
+# makes the buffers bound to a dispatch resident, which compile_shader's call cannot change.
+_POINTER_TABLE_REFUSAL = (
+    "apple backend: kernel '{kernel}' turns integers it loads or is given into pointers (tt.int_to_ptr: a "
+    "pointer table built from data_ptr() values, as in Triton's grouped GEMM tutorial). On a Mac this cannot "
+    "work: an MPS tensor's data_ptr() is the address of its MTLBuffer object, not a GPU address, and Metal makes "
+    "only the buffers bound to a dispatch resident, which torch.mps.compile_shader's call cannot extend. Pass "
+    "the tensors themselves (a tuple of tensors is one pointer parameter each), or run the kernel on the "
+    "emulator (TRITON_APPLE_DEVICE=emulator, CPU tensors), where pointer tables work")
+
+
 class StagedArguments:
     """The pointer arguments of one launch of a kernel that asserts, moved onto copies: the kernel runs on the
     copies, and `commit` writes them back once the launch is known to have succeeded (no failed
@@ -285,7 +312,7 @@ class StagedArguments:
         views = []
         groups: dict = {}  # storage address -> [storage, first byte, end byte]
         for pos, p in plan:
-            if p.kind != POINTER:
+            if p.kind != POINTER or _is_packed_buffer(p):
                 continue
             t = tensor_argument(kernel, p, args[pos], device)  # the storage checks, naming the argument
             span = view_bytes(t)
@@ -336,6 +363,8 @@ class AppleLauncher:
         self.debug_formats = json.loads(getattr(metadata, "debug_formats", "[]") or "[]")
         # kernels that assert run on copies of their pointer arguments (StagedArguments)
         self.asserts = any(f.get("kind") == "assert" for f in self.debug_formats)
+        # the kernel turns integers it did not make from pointers into pointers (pointer tables: docs/mac.md)
+        self.reads_addresses = bool(getattr(metadata, "reads_addresses", False))
         if getattr(metadata, "soft_f64", False):
             _warn_soft_f64(self.name)
         self._launch = None  # EmulatorLaunch or MetalLaunch, chosen at the first launch
@@ -359,6 +388,9 @@ class AppleLauncher:
             gridX, gridY, gridZ = _grid_integers(self.name, (gridX, gridY, gridZ))
         if gridX * gridY * gridZ == 0:
             return
+        dispatch = dispatch_threads((gridX, gridY, gridZ), self.threads)
+        if not all(0 < d <= MAX_GRID_THREADS for d in dispatch):
+            raise KernelArgError(_grid_refusal(self.name, (gridX, gridY, gridZ), self.threads, dispatch))
         launch = self._launch
         if launch is None:
             launch = self._launch = (EmulatorLaunch if isinstance(function, EmulatorFunction) else MetalLaunch)(self)
@@ -422,35 +454,74 @@ class EmulatorLaunch:
         return plan
 
 
+def _is_packed_buffer(p: BufferSlot) -> bool:
+    return p.name == PACKED_SCALARS.name
+
+
+# arg_casts of compile_shader's call for a scalar of each size: PyTorch binds a Python int as an int64 and these
+# casts are C++ static_casts of it, so the bytes a kernel reads are those of the signed integer given.
+_METAL_INT_CAST = {1: "int8", 2: "int16", 4: "int32"}
+
+
+def metal_scalar(data: bytes) -> int:
+    """The Python int `compile_shader`'s call turns into exactly `data` (1, 2, 4 or 8 bytes, little-endian, as
+    `abi.scalars.pack` gives them) with the cast `_METAL_INT_CAST` names for its size: the bits read as a signed
+    integer, which int64 and every cast hold without rounding (floats, unsigned values above the signed maximum
+    and float64's 8 bytes alike)."""
+    return int.from_bytes(data, "little", signed=True)
+
+
+def _packed_words(data: bytes) -> List[int]:
+    """The packed-scalars buffer as the list of int32 words compile_shader's call binds with setBytes (PyTorch
+    casts a list of ints to `std::vector<int32_t>` under the `int32` cast): no tensor per launch."""
+    return list(struct.unpack(f"<{len(data) // 4}i", data))
+
+
 class MetalLaunch:
     """Launches of one kernel on the GPU, through `torch.mps.compile_shader`'s dispatch on PyTorch's current MPS
-    stream. Scalars bind as small tensors holding the bytes `abi.scalars.pack` gives."""
+    stream. Tensors bind as their MTLBuffers; scalars (and the packed-scalars buffer) bind as Python ints that
+    PyTorch passes by value (`setBytes`) with the `arg_casts` of their size, computed once per kernel: no tensor
+    and no copy per scalar and launch."""
 
     def __init__(self, launcher: AppleLauncher):
         self.launcher = launcher
+        casts = {}
+        for idx, (_, p) in enumerate(launcher.plan):  # argument i of the call binds buffer index i
+            if _is_packed_buffer(p):
+                casts[idx] = "int32"
+            elif p.kind != POINTER:
+                cast = _METAL_INT_CAST.get(msl_scalar(p.msl_type).nbytes)
+                if cast:
+                    casts[idx] = cast
+        self.arg_casts = casts
 
     def __call__(self, function, grid, args, enter_hook, launch_metadata):
         la = self.launcher
-        args = la.arguments.prepare(args, METAL_DEVICE)
+        args = la.arguments.prepare(args, METAL_DEVICE, packed=_packed_words)
         staged = StagedArguments(la.name, la.plan, args, METAL_DEVICE) if la.asserts else None
         if staged is not None:
             args = staged.args
         buffers = []
         for pos, p in la.plan:
-            if p.kind == POINTER:
+            if p.kind != POINTER:
+                buffers.append(metal_scalar(scalar_bytes(la.name, p, args[pos])))
+            elif _is_packed_buffer(p):
+                buffers.append(args[pos])
+            else:
                 t = tensor_argument(la.name, p, args[pos], METAL_DEVICE)
                 if t.device.type != METAL_DEVICE:
                     raise KernelArgError(f"apple backend: kernel '{la.name}' argument '{p.name}' is on {t.device}; "
                                          "the Metal device needs mps tensors")
                 buffers.append(t)
-            else:
-                buffers.append(bytes_tensor(scalar_bytes(la.name, p, args[pos]), METAL_DEVICE, p.msl_type))
+        if la.reads_addresses:
+            raise KernelArgError(_POINTER_TABLE_REFUSAL.format(kernel=la.name))
         added = la.added_buffers(METAL_DEVICE)
         buffers += added.values()
         if enter_hook is not None:
             enter_hook(launch_metadata)
         threads = la.threads
-        function(*buffers, threads=[grid[0] * threads, grid[1], grid[2]], group_size=[threads, 1, 1])
+        function(*buffers, threads=list(dispatch_threads(grid, threads)), group_size=[threads, 1, 1],
+                 arg_casts=self.arg_casts)
         debug = added.get("debug")
         if debug is not None:
             import torch

@@ -7,6 +7,7 @@ users) can tell a kernel Apple GPUs cannot run from a resource limit and from a 
         ResourceLimitError            it needs more of a resource than the GPU has; also Triton's
                                       OutOfResources, which the autotuner catches to skip a config
         InternalCompilerError         the backend itself failed (a bug: please report it)
+        MetalCompileError             Apple's Metal compiler (on a Mac) rejected the kernel's MSL
       KernelArgError                  a launch argument does not fit the kernel's parameter
 """
 from __future__ import annotations
@@ -33,6 +34,22 @@ class InvalidOptionError(UnsupportedFeatureError, AssertionError):
 
 class InternalCompilerError(AppleCompilationError):
     """The lowering reached a state it should never reach: a bug in the backend, not in the kernel."""
+
+
+class MetalCompileError(AppleCompilationError):
+    """Apple's Metal compiler (`torch.mps.compile_shader`, on a Mac) rejected a kernel's MSL, or Metal could not
+    make its pipeline. The message names the kernel, quotes Apple's diagnostics and says which Triton op and
+    source line each MSL line it names was generated from; `msl_lines` lists those lines (1-based, numbered as
+    in the kernel's MSL), `diagnostics` holds Apple's text."""
+
+    def __init__(self, message: str, kernel_name: str, msl_lines=(), diagnostics: str = ""):
+        super().__init__(message)
+        self.kernel_name = kernel_name
+        self.msl_lines = sorted(set(int(n) for n in msl_lines))
+        self.diagnostics = diagnostics
+
+    def __reduce__(self):
+        return (type(self), (self.args[0], self.kernel_name, self.msl_lines, self.diagnostics))
 
 
 class ResourceLimitError(OutOfResources, AppleCompilationError):

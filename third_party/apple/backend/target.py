@@ -19,6 +19,15 @@ MAX_THREADGROUP_MEMORY = 32 * 1024  # bytes of threadgroup memory per threadgrou
 MAX_THREADS_PER_THREADGROUP = 1024
 MAX_WARPS = MAX_THREADS_PER_THREADGROUP // SIMD_WIDTH
 MAX_BUFFER_SLOTS = 31  # [[buffer(0..30)]]
+# Threads of a dispatch per grid dimension: MSL's grid positions and sizes (`thread_position_in_grid`,
+# `threads_per_grid`, `threadgroup_position_in_grid`) are 32-bit `uint`s, so a larger dispatch cannot be numbered.
+MAX_GRID_THREADS = (1 << 32) - 1
+
+
+def dispatch_threads(grid, num_threads: int):
+    """Threads per grid dimension of a launch of `grid` threadgroups of `num_threads` threads (x, y, z): what
+    `dispatchThreads` is given on a Mac. Triton's program ids are the threadgroups' positions."""
+    return (grid[0] * num_threads, grid[1], grid[2])
 
 
 def threads_per_threadgroup(num_warps: int) -> int:

@@ -34,15 +34,15 @@ class ArgumentPlan:
     # tuples and host tensor descriptors -> one value per kernel argument; None when the arguments are flat
     flatten: Optional[Callable[[Sequence[Any]], List[Any]]]
 
-    def prepare(self, args: tuple, device: str) -> tuple:
-        """The launch arguments the slots' positions refer to: flattened, plus the packed scalars' buffer (a
-        tensor on `device`) when the kernel has one."""
+    def prepare(self, args: tuple, device: str, packed: Optional[Callable[[bytes], Any]] = None) -> tuple:
+        """The launch arguments the slots' positions refer to: flattened, plus the packed scalars' buffer when the
+        kernel has one: a tensor on `device`, or what `packed` makes of the buffer's bytes."""
         if self.flatten is not None:
             args = tuple(self.flatten(args))
         if not self.packed:
             return args
         data = pack_words([(s, scalar_bytes(self.kernel, s, args[pos])) for pos, s in self.packed])
-        return (*args, bytes_tensor(data, device))
+        return (*args, packed(data) if packed is not None else bytes_tensor(data, device))
 
 
 def plan_arguments(kernel_name: str, signature: dict, params: Sequence[BufferSlot]) -> ArgumentPlan:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from .. import knobs
+from ..abi.msl_locations import error_lines
 from .cache import (LOW_SPACE, cache_root, cached_entry, file_mode, free_bytes, hash_parts, tmp_name, unlink_quietly,
                     write_file)
 from .clang import (KERNEL_FLAGS, RUNTIME_FLAGS, SHLIB_SUFFIX, compiler_version, extra_link_flags, find_compiler,
@@ -194,9 +195,6 @@ def kernel_key(source: str, kernel_name: str, trampoline: str) -> str:
                  *[k.encode() + b"=" + v for k, v in sorted(srcs.items())], source, kernel_name, trampoline)[:40]
 
 
-_DIAG_RE = re.compile(r"^(?P<file>[^\n:]+):(?P<line>\d+):(?P<col>\d+): (?P<sev>fatal error|error|warning|note|remark): ")
-
-
 def build_kernel(source: str, kernel_name: str, trampoline: str, trampoline_lines: Dict[int, int],
                  sig_line: int, original_source: str) -> Tuple[Path, bool]:
     """Compile a kernel; returns (shared object, was_cached). Raises EmulatorCompileError."""
@@ -239,30 +237,7 @@ def _compile_error(stderr: str, kernel_name: str, msl_name: str, out_dir: Path, 
         text = text.replace(p, "")
     # For each error: its own location when it is in the user's MSL; when it is inside the compat header
     # (e.g. a static_assert) or the trampoline, the user-file locations of its notes (instantiation point).
-    lines: List[int] = []
-    blocks: List[List[Tuple[str, str, int]]] = []
-    for raw in text.splitlines():
-        m = _DIAG_RE.match(raw)
-        if not m:
-            continue
-        sev = m.group("sev")
-        entry = (sev, os.path.basename(m.group("file")), int(m.group("line")))
-        if sev in ("error", "fatal error", "warning", "remark"):
-            blocks.append([entry])
-        elif blocks:
-            blocks[-1].append(entry)
-    for block in blocks:
-        sev, fname, line = block[0]
-        if sev not in ("error", "fatal error"):
-            continue
-        if fname == msl_name:
-            lines.append(line)
-        elif fname == "entry.cpp":
-            lines.append(trampoline_lines.get(line, sig_line))
-        else:
-            user = [ln for (_, f, ln) in block[1:] if f == msl_name]
-            tramp = [trampoline_lines.get(ln, sig_line) for (_, f, ln) in block[1:] if f == "entry.cpp"]
-            lines.extend(user[:1] if user else tramp[:1])
+    lines = error_lines(text, [msl_name], {"entry.cpp": lambda line: trampoline_lines.get(line, sig_line)})
     src_lines = original_source.splitlines()
     shown = ""
     if lines:

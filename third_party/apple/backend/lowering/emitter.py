@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tuple
 
+from ..abi.msl_locations import location_comment
 from ..errors import UnsupportedFeatureError
 from ..ir import Op, Value
 from ..ir.types import MemDescType, ScalarType, TensorType, Type
@@ -338,7 +339,7 @@ class FunctionEmitter:
         for i, line in enumerate(self.lines):
             op = starts.get(i)
             if op is not None and op.loc.file:
-                line = f"{line}  // {op.name} {op.loc.file.rsplit('/', 1)[-1]}:{op.loc.line}"
+                line = line + location_comment(op.name, op.loc.file, op.loc.line)
             if op is not None:
                 origins.append((len(out), op))
             out.append(line)
