@@ -731,6 +731,8 @@ class ModuleParser:
         return head
 
     def _split_types(self, body: str) -> Tuple[str, str]:
+        if body.startswith(": "):  # an op with nothing before its type: `%0 = ub.poison : i32`
+            return "", body[2:]
         i = find_top(body, " : ", last=True)
         if i < 0:
             return body, ""

@@ -6,6 +6,7 @@ import math
 import struct
 
 from ..ir import Op
+from ..ir.types import PointerType
 from ..abi.scalars import ELEMENT_TYPES
 from . import soft_f64
 from .emitter import FunctionEmitter, Lowered, elem_type
@@ -93,10 +94,16 @@ def _constant(em: FunctionEmitter, op: Op) -> None:
 
 @FAMILY.lowers("ub.poison")
 def _poison(em: FunctionEmitter, op: Op) -> None:
+    # A poison value may be anything (it is undefined until something defined is chosen for it); zero is a
+    # value of every type, so the kernel computes the same on every run and on every target.
     res = op.result
-    ct = em.ctype(elem_type(res))
+    ty = elem_type(res)
+    ct = em.ctype(ty)
     name = em.fresh(res.name)
-    em.emit(f"const {ct} {name} = {ct}(0);")
+    if isinstance(ty, PointerType):  # `T*(0)` is not a C++ expression; the pointer itself stays assignable
+        em.emit(f"{ct} const {name} = nullptr;")
+    else:
+        em.emit(f"const {ct} {name} = {ct}(0);")
     em.scalar_or_splat(res, name, ct)
 
 
