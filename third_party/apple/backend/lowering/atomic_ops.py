@@ -2,7 +2,8 @@
 
 Metal offers only relaxed atomics, on 32-bit integers (device and threadgroup memory) and 32-bit floats
 (add/sub/exchange, device memory). 16-bit float add and 16-bit compare-and-swap update their half of the
-containing 32-bit word with a compare-and-swap loop (msl/atomics.metal: tt_atomic_add16, tt_atomic_cas16); 64-bit
+containing 32-bit word with a compare-and-swap loop (msl/atomics.metal: the word of element `p - base` of a
+4-byte aligned kernel argument `base`, or, for pointers not traced to one, from the element's address); 64-bit
 ones take one of the forms wide_atomics.py chooses (two 32-bit words, Apple9's ulong min/max, or a lock).
 Triton's acquire/release semantics are built from relaxed atomics plus device-scope fences around them (every
 spelling comes from `em.target`). Each element's atomic is performed by exactly one thread (the owner);
@@ -19,6 +20,7 @@ from ..ir.types import ScalarType
 from .emitter import FunctionEmitter, Lowered, elem_type, is_tensor
 from .registry import OpFamily
 from .shared_memory import index_expr, row_major_strides
+from .pointer_base import argument_alignment, kernel_argument
 from .target_info import DEVICE_FENCE_MSL
 from .wide_atomics import form, is_wide
 
@@ -29,6 +31,34 @@ _UNSIGNED = {"umax", "umin"}
 
 def _sem(op: Op) -> str:
     return str(op.attrs.get("sem", "acq_rel"))
+
+
+def _aligned_base(em: FunctionEmitter, op: Op) -> str:
+    """The MSL name of the kernel argument the pointers of 16-bit atomic `op` point into, when it starts a 32-bit
+    word; "" otherwise (then the containing word comes from the element's address)."""
+    kernel = em.ctx.module.kernel
+    arg = kernel_argument(kernel, op.operands[0])
+    if arg is None or id(arg) not in em.values or argument_alignment(kernel, arg) % 4:
+        return ""
+    return em.get(arg).name
+
+
+def _atomic16(em: FunctionEmitter, op: Op, kind: str, ptr: str, operands: List[str]) -> str:
+    """The call of 16-bit atomic `kind` ("add" or "cas") of element `ptr`."""
+    base = _aligned_base(em, op)
+    if base:
+        em.ctx.require("tt_atomic16_at")
+        return f"tt_atomic_{kind}16_at((device atomic_uint*){base}, {ptr} - {base}, {', '.join(operands)})"
+    em.ctx.require("tt_atomic16_address")
+    return f"tt_atomic_{kind}16({ptr}, {', '.join(operands)})"
+
+
+def _lock_key(em: FunctionEmitter, ptr: str) -> str:
+    """The key that chooses a 64-bit element's lock (msl/atomics64_locked.metal tt_lock64_for)."""
+    base = em.ctx.lock_base
+    if base is not None and id(base) in em.values:
+        return f"ulong({ptr} - {em.get(base).name})"
+    return f"{em.ctx.require('tt_lock64_address_key')}((device ulong*){ptr})"
 
 
 def _fence(em: FunctionEmitter, op: Op) -> None:
@@ -82,8 +112,8 @@ def _wide_atomic(em: FunctionEmitter, op: Op, kind: str):
         return f"{x}.bits" if soft else f"as_type<ulong>({x})"
 
     def call(ptr: str, value: str, cmp: str) -> str:
-        operands = [bits(cmp)] if kind == "cas" else []
-        text = f"{fn}(tt_locks, (device ulong*){ptr}, {', '.join(operands + [bits(value)])}, tt_lane)"
+        operands = [_lock_key(em, ptr)] + ([bits(cmp)] if kind == "cas" else []) + [bits(value)]
+        text = f"{fn}(tt_locks, (device ulong*){ptr}, {', '.join(operands)}, tt_lane)"
         return f"tt_f64_from_bits({text})" if soft else f"as_type<long>({text})"
 
     return call, True
@@ -131,7 +161,7 @@ def _atomic_rmw(em: FunctionEmitter, op: Op) -> None:
 
     def call_of(r: str, value: str) -> str:
         if half_add:
-            return f"{em.ctx.require('tt_atomic_add16')}({ptr.at(r)}, {value})"
+            return _atomic16(em, op, "add", ptr.at(r), [value])
         if wide:
             return wide_call(ptr.at(r), value, None)
         return em.target.atomic_rmw(kind, em.target.device_atomic(atype, ptr.at(r)), value)
@@ -179,8 +209,7 @@ def _atomic_cas(em: FunctionEmitter, op: Op) -> None:
             em.emit(f"{out.at(r)} = {wide_call(ptr.at(r), val.at(r), cmp.at(r))};")
             return
         if elem_type(op.operands[1]).bitwidth == 16:
-            fn = em.ctx.require("tt_atomic_cas16")
-            em.emit(f"{out.at(r)} = {fn}({ptr.at(r)}, {cmp.at(r)}, {val.at(r)});")
+            em.emit(f"{out.at(r)} = {_atomic16(em, op, 'cas', ptr.at(r), [cmp.at(r), val.at(r)])};")
             return
         exp = em.temp("expected")
         c = f"as_type<uint>({cmp.at(r)})" if bits else cmp.at(r)

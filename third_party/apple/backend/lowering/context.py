@@ -15,7 +15,7 @@ from ..ir.types import ScalarType
 from ..layouts import LayoutService
 from ..target import DEFAULT_MSL_VERSION, MAX_THREADGROUP_MEMORY, SIMD_WIDTH, MslVersion, family, msl_version
 from . import msl_library
-from .wide_atomics import kernel_needs_locks
+from .wide_atomics import kernel_needs_locks, lock_base
 from .msl_helpers import locked_atomic64_helper, locked_atomic64_requires, shuffle_helper, shuffle_requires
 from .registry import Lowering
 from .target_info import MetalTargetInfo
@@ -57,6 +57,8 @@ class KernelContext:
         # the newest MSL version the kernel needs above the oldest one, and what for (the first use)
         self.msl_needed: Optional[Tuple[MslVersion, str]] = None
         self.uses_locks = kernel_needs_locks(module, self.target, self.used_values)
+        # the kernel argument every locked atomic points into (their locks are chosen by index), or None (by address)
+        self.lock_base = lock_base(module) if self.uses_locks else None
         self._function_names: Dict[str, str] = {}
         self._generated_names: Dict[str, int] = {}
         self._scratch_end = 0  # end of the highest scratch region placed outside upstream's allocation

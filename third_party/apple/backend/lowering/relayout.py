@@ -4,16 +4,19 @@ element at coordinate c is the source element at `project(c)`.
 When the linear layouts say every thread already holds the elements it needs, the result is a register
 permutation (or no code at all); when data only moves inside each simdgroup (layout conversions), simdgroup
 shuffles move it (a GF(2) plan from the two layouts); otherwise the elements go through threadgroup memory
-row-major (`through_scratch`, in rounds when the source is larger than the room left).
+row-major (`through_scratch`, in rounds when the source is larger than the room left). Pointers that move between
+threads move as their element index from the kernel argument they point into (pointer_base.py), rebuilt as
+`base + index` (pointers not traced to one argument move as they are).
 """
 from __future__ import annotations
 
-from typing import Callable, List, Sequence
+from typing import Callable, List, Optional, Sequence
 
 from ..ir import Op
 from ..ir.types import TensorType
 from ..layouts import Coord, LinearLayout, local_register_map, warp_shuffle_plan
 from .emitter import FunctionEmitter, Lowered, linear_expr
+from .pointer_base import kernel_argument
 from .shared_memory import index_expr, row_major_strides, store_registers
 
 
@@ -36,12 +39,39 @@ def relayout(em: FunctionEmitter, op: Op, project: Callable[[Coord], Coord], src
         with em.for_regs(out.regs) as r:
             em.emit(f"{out.at(r)} = {src.at(linear_expr(r, mapping) if out.regs > 1 else '0')};")
         return
-    if op.name == "ttg.convert_layout":
-        plan = warp_shuffle_plan(dst_lay, src.layout)
-        if plan is not None:
-            _relayout_with_shuffles(em, op, src, dst_lay, plan)
-            return
-    _relayout_through_threadgroup(em, op, src, src_index_strides)
+    base = _pointer_base(em, op)
+    moved = _as_indices(em, src, base) if base else src
+    out = _declare_like(em, moved, dst_lay) if base else None
+    plan = warp_shuffle_plan(dst_lay, src.layout) if op.name == "ttg.convert_layout" else None
+    if plan is not None:
+        out = _relayout_with_shuffles(em, op, moved, dst_lay, plan, out)
+    else:
+        out = through_scratch(em, op, moved, lambda o, r: index_expr(em, o.layout, r, src_index_strides), out)
+    if base:
+        res = em.declare(op.result)
+        with em.for_regs(res.regs) as r:
+            em.emit(f"{res.at(r)} = {base} + {out.at(r)};")
+
+
+def _pointer_base(em: FunctionEmitter, op: Op) -> str:
+    """The MSL name of the kernel argument every pointer of `op`'s source points into; "" for other values."""
+    arg = kernel_argument(em.ctx.module.kernel, op.operands[0])
+    return em.get(arg).name if arg is not None and id(arg) in em.values else ""
+
+
+def _as_indices(em: FunctionEmitter, src: Lowered, base: str) -> Lowered:
+    """The element indices `p - base` of the pointers in `src`'s registers."""
+    idx = _declare_like(em, src, src.layout, "index")
+    with em.for_regs(src.regs) as r:
+        em.emit(f"{idx.at(r)} = {src.at(r)} - {base};")
+    return idx
+
+
+def _declare_like(em: FunctionEmitter, src: Lowered, lay: LinearLayout, hint: str = "moved") -> Lowered:
+    """Registers of element indices (`long`) in layout `lay`."""
+    name = em.temp(hint)
+    em.emit(f"long {name}[{lay.num_regs}];")
+    return Lowered(name, "long", lay.num_regs, False, lay)
 
 
 def _span(images: Sequence[int]) -> List[int]:
@@ -51,10 +81,12 @@ def _span(images: Sequence[int]) -> List[int]:
     return sorted(values)
 
 
-def _relayout_with_shuffles(em: FunctionEmitter, op: Op, src: Lowered, dst_lay: LinearLayout, plan) -> None:
+def _relayout_with_shuffles(em: FunctionEmitter, op: Op, src: Lowered, dst_lay: LinearLayout, plan,
+                            out: Optional[Lowered] = None) -> Lowered:
     """Data that stays inside each simdgroup moves with `simd_shuffle`: per destination register, one
-    shuffle per distinct source register the lanes need."""
-    out = em.declare(op.result)
+    shuffle per distinct source register the lanes need. The registers are `op`'s result unless `out` is
+    given."""
+    out = out or em.declare(op.result)
     shuffle = em.ctx.require_shuffle(em.target.shuffle_builtin("idx"), out.ctype)
     lane_dep = linear_expr("tt_lane", plan.reg_from_lane)
     with em.for_regs(out.regs) as r:
@@ -73,6 +105,7 @@ def _relayout_with_shuffles(em: FunctionEmitter, op: Op, src: Lowered, dst_lay: 
             em.open(f"if (({lane_dep}) == {t})")
             em.emit(f"{out.at(r)} = {got};")
             em.close()
+    return out
 
 
 def tensor_scratch(em: FunctionEmitter, op: Op, ty: TensorType, hint: str) -> str:
@@ -80,31 +113,30 @@ def tensor_scratch(em: FunctionEmitter, op: Op, ty: TensorType, hint: str) -> st
     return em.scratch(op, [(em.ctype(ty), ty.nbytes)], hint)[0]
 
 
-def _relayout_through_threadgroup(em: FunctionEmitter, op: Op, src: Lowered, dst_strides: Sequence[int]) -> None:
-    through_scratch(em, op, src, lambda out, r: index_expr(em, out.layout, r, dst_strides))
-
-
-def through_scratch(em: FunctionEmitter, op: Op, src: Lowered, read_index: Callable[[Lowered, str], str]) -> None:
-    """Write `op`'s source to threadgroup memory row-major; each result register `r` then reads the element at
-    row-major index `read_index(result, r)`. A source larger than the room left at `op` moves in rounds, each
-    through a buffer of one slab of the source (row-major index in [c * size, (c + 1) * size)): every thread
-    writes what it holds of the slab and reads what it needs from it."""
+def through_scratch(em: FunctionEmitter, op: Op, src: Lowered, read_index: Callable[[Lowered, str], str],
+                    out: Optional[Lowered] = None) -> Lowered:
+    """Write `src` (`op`'s source, or its element indices) to threadgroup memory row-major; each result register
+    `r` then reads the element at row-major index `read_index(result, r)`. The result registers are `op`'s
+    result unless `out` is given. A source larger than the room left at `op` moves in rounds, each through a
+    buffer of one slab of the source (row-major index in [c * size, (c + 1) * size)): every thread writes what it
+    holds of the slab and reads what it needs from it."""
     src_ty: TensorType = op.operands[0].type
     nbytes = src_ty.nbytes
+    ctype = em.ctype(src_ty) if out is None else src.ctype  # element indices are long, as wide as pointers
     chunks = 1
     while nbytes // chunks > em.ctx.scratch_room(op) and chunks < src_ty.numel:
         chunks *= 2
     if chunks == 1:
-        buf = tensor_scratch(em, op, src_ty, "smem")
+        buf = em.scratch(op, [(ctype, nbytes)], "smem")[0]
         store_registers(em, src, buf, row_major_strides(src_ty.shape))
         em.barrier()
-        out = em.declare(op.result)
+        out = out or em.declare(op.result)
         with em.for_regs(out.regs) as r:
             em.emit(f"{out.at(r)} = {em.tg_load(buf, read_index(out, r), out.ctype)};")
-        return
+        return out
     size = src_ty.numel // chunks
-    buf = em.scratch(op, [(em.ctype(src_ty), size * src_ty.element.nbytes)], "smem")[0]
-    out = em.declare(op.result)
+    buf = em.scratch(op, [(ctype, size * src_ty.element.nbytes)], "smem")[0]
+    out = out or em.declare(op.result)
     src_strides = row_major_strides(src_ty.shape)
     c = em.loop_var("chunk")
     em.open(f"for (uint {c} = 0; {c} < {chunks}; ++{c})")
@@ -123,3 +155,4 @@ def through_scratch(em: FunctionEmitter, op: Op, src: Lowered, read_index: Calla
         em.close()
     em.barrier()
     em.close()
+    return out

@@ -16,9 +16,10 @@ kind, or every one of them takes the lock.
 """
 from __future__ import annotations
 
-from typing import Set
+from typing import Optional, Set
 
-from ..ir import Module, Op
+from ..ir import Module, Op, Value
+from .pointer_base import kernel_argument
 from .target_info import MetalTargetInfo
 
 WORD_KINDS = ("add", "and", "or", "xor")
@@ -59,3 +60,20 @@ def kernel_needs_locks(module: Module, target: MetalTargetInfo, used_values: Set
 def form(op: Op, target: MetalTargetInfo, used_values: Set[int], kernel_locked: bool) -> str:
     """The form of 64-bit atomic `op` in a kernel that takes locks (`kernel_locked`) or not."""
     return "locked" if kernel_locked else _lock_free_form(op, target, used_values)
+
+
+def lock_base(module: Module) -> Optional[Value]:
+    """The kernel argument every 64-bit atomic of the module points into, if there is one: then an element's
+    lock is chosen by its index from that argument (pointer_base.py), else by its address."""
+    kernel = module.kernel
+    bases = set()
+    found = None
+    for f in module.functions:
+        for op in f.walk():
+            if op.name in ("tt.atomic_rmw", "tt.atomic_cas") and is_wide(op):
+                arg = kernel_argument(kernel, op.operands[0]) if f is kernel else None
+                if arg is None:
+                    return None
+                bases.add(id(arg))
+                found = arg
+    return found if len(bases) == 1 else None

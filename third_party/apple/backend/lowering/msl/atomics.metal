@@ -2,13 +2,10 @@
 // word, and 64-bit add/and/or/xor on two 32-bit words (lowering/wide_atomics.py decides which form a 64-bit
 // atomic of a kernel takes).
 
-// @helper tt_atomic_add16
-/// 16-bit atomics: Metal's atomics are 32-bit, so these update the 16-bit half of the containing 32-bit
-/// word with a compare-and-swap loop (relaxed, like every Metal atomic; callers add fences for sem).
-template <typename T> static inline T tt_atomic_add16(device T* p, T v) {
-    const ulong addr = reinterpret_cast<ulong>(p);
-    device atomic_uint* word = reinterpret_cast<device atomic_uint*>(addr & ~ulong(3));
-    const uint shift = uint(addr & 2ul) * 8u;
+// @helper tt_atomic16_word
+/// 16-bit atomics: Metal's atomics are 32-bit, so these update one 16-bit half (at bit `shift`, little-endian) of a
+/// 32-bit word with a compare-and-swap loop (relaxed, like every Metal atomic; callers add fences for sem).
+template <typename T> static inline T tt_atomic_add16_word(device atomic_uint* word, uint shift, T v) {
     uint old = atomic_load_explicit(word, memory_order_relaxed);
     while (true) {
         const T cur = as_type<T>(ushort(old >> shift));
@@ -19,12 +16,7 @@ template <typename T> static inline T tt_atomic_add16(device T* p, T v) {
         }
     }
 }
-
-// @helper tt_atomic_cas16
-template <typename T> static inline T tt_atomic_cas16(device T* p, T cmp, T v) {
-    const ulong addr = reinterpret_cast<ulong>(p);
-    device atomic_uint* word = reinterpret_cast<device atomic_uint*>(addr & ~ulong(3));
-    const uint shift = uint(addr & 2ul) * 8u;
+template <typename T> static inline T tt_atomic_cas16_word(device atomic_uint* word, uint shift, T cmp, T v) {
     uint old = atomic_load_explicit(word, memory_order_relaxed);
     while (true) {
         const ushort cur = ushort(old >> shift);
@@ -36,6 +28,31 @@ template <typename T> static inline T tt_atomic_cas16(device T* p, T cmp, T v) {
             return as_type<T>(cur);
         }
     }
+}
+
+// @helper tt_atomic16_at
+// @requires tt_atomic16_word
+/// Element `k` of a 16-bit array whose element 0 starts a 32-bit word (`words`): the half `k % 2` of word `k / 2`
+/// (the lowering's pointer-free form: `k` is the element's index from a 4-byte aligned kernel argument).
+template <typename T> static inline T tt_atomic_add16_at(device atomic_uint* words, long k, T v) {
+    return tt_atomic_add16_word(words + (k >> 1), uint(k & 1) * 16u, v);
+}
+template <typename T> static inline T tt_atomic_cas16_at(device atomic_uint* words, long k, T cmp, T v) {
+    return tt_atomic_cas16_word(words + (k >> 1), uint(k & 1) * 16u, cmp, v);
+}
+
+// @helper tt_atomic16_address
+// @requires tt_atomic16_word
+/// The containing word from the element's address, for pointers the lowering cannot trace to an aligned kernel
+/// argument (a pointer <-> integer reinterpret_cast: unverified on Apple's compiler, see docs/mac.md).
+template <typename T> static inline T tt_atomic_add16(device T* p, T v) {
+    const ulong addr = reinterpret_cast<ulong>(p);
+    return tt_atomic_add16_word(reinterpret_cast<device atomic_uint*>(addr & ~ulong(3)), uint(addr & 2ul) * 8u, v);
+}
+template <typename T> static inline T tt_atomic_cas16(device T* p, T cmp, T v) {
+    const ulong addr = reinterpret_cast<ulong>(p);
+    return tt_atomic_cas16_word(reinterpret_cast<device atomic_uint*>(addr & ~ulong(3)), uint(addr & 2ul) * 8u, cmp,
+                                v);
 }
 
 // @helper tt_atomic_add64

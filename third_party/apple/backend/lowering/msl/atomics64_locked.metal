@@ -5,10 +5,12 @@
 
 // @helper tt_lock64
 /// The lock of a 64-bit element and the read and write of its halves under it (backend/atomic_locks.py,
-/// lowering/wide_atomics.py). Each lock is a word of the kernel's lock table: 0 free, 1 taken. The fences
-/// order the element's accesses after taking the lock and before releasing it.
-static inline device atomic_uint* tt_lock64_for(device atomic_uint* locks, device ulong* p) {
-    return &locks[(reinterpret_cast<ulong>(p) >> 3) & ${LOCK_MASK}u];
+/// lowering/wide_atomics.py). Each lock is a word of the kernel's lock table: 0 free, 1 taken, chosen by the
+/// element's key: its index from the kernel argument every locked atomic of the kernel points into, or, where
+/// they point into several, its address / 8 (`tt_lock64_address_key`). The fences order the element's accesses
+/// after taking the lock and before releasing it.
+static inline device atomic_uint* tt_lock64_for(device atomic_uint* locks, ulong key) {
+    return &locks[key & ${LOCK_MASK}u];
 }
 static inline bool tt_lock64_try(device atomic_uint* lock) {
     uint unlocked = 0u;
@@ -36,7 +38,7 @@ static inline void tt_lock64_store(device ulong* p, ulong v) {
 // @helper tt_atomic64_rmw
 // @requires tt_lock64
 // @params KIND UPDATE
-/// `tt_atomic64_<KIND>(locks, p, v, lane)`: a 64-bit read-modify-write under the element's lock, returning the
+/// `tt_atomic64_<KIND>(locks, p, key, v, lane)`: a 64-bit read-modify-write under the element's lock, returning the
 /// old value; UPDATE is the new value from `old` and `v` (msl_helpers.locked_atomic64_helper has them by kind).
 /// The lanes of a simdgroup take turns, in a loop over the lane numbers: a lane waits for the lock only while
 /// no other lane of its simdgroup holds one or wants one. Lanes may run in lockstep, and a lane that spins
@@ -44,8 +46,8 @@ static inline void tt_lock64_store(device ulong* p, ulong v) {
 /// of reconvergence. Forms where lanes try together (`while (!done) { if (try) { update; release; done =
 /// true; } }`) rely on the compiler keeping the update inside the loop that takes the lock, and clang at -O2
 /// turns that loop into a spin followed by the update.
-static inline ulong tt_atomic64_$KIND(device atomic_uint* locks, device ulong* p, ulong v, uint lane) {
-    device atomic_uint* lock = tt_lock64_for(locks, p);
+static inline ulong tt_atomic64_$KIND(device atomic_uint* locks, device ulong* p, ulong key, ulong v, uint lane) {
+    device atomic_uint* lock = tt_lock64_for(locks, key);
     ulong old = 0;
     for (uint turn = 0u; turn < ${SIMD_WIDTH}u; ++turn) {
         if (lane == turn) {
@@ -62,8 +64,9 @@ static inline ulong tt_atomic64_$KIND(device atomic_uint* locks, device ulong* p
 // @helper tt_atomic64_cas
 // @requires tt_lock64
 /// Compare-and-swap in the same turns as tt_atomic64_rmw: stores `v` where the old value is `cmp`.
-static inline ulong tt_atomic64_cas(device atomic_uint* locks, device ulong* p, ulong cmp, ulong v, uint lane) {
-    device atomic_uint* lock = tt_lock64_for(locks, p);
+static inline ulong tt_atomic64_cas(device atomic_uint* locks, device ulong* p, ulong key, ulong cmp, ulong v,
+                                    uint lane) {
+    device atomic_uint* lock = tt_lock64_for(locks, key);
     ulong old = 0;
     for (uint turn = 0u; turn < ${SIMD_WIDTH}u; ++turn) {
         if (lane == turn) {
@@ -77,4 +80,11 @@ static inline ulong tt_atomic64_cas(device atomic_uint* locks, device ulong* p, 
         }
     }
     return old;
+}
+
+// @helper tt_lock64_address_key
+/// The lock key of a 64-bit element from its address, where the kernel's locked atomics point into several
+/// arguments (a pointer -> integer reinterpret_cast: unverified on Apple's compiler, see docs/mac.md).
+static inline ulong tt_lock64_address_key(device ulong* p) {
+    return reinterpret_cast<ulong>(p) >> 3;
 }
