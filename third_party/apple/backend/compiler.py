@@ -7,6 +7,7 @@ import json
 import pathlib
 import re
 import sys
+import time
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Dict, Tuple
@@ -14,7 +15,7 @@ from typing import Any, Dict, Tuple
 from triton._C.libtriton import ir, passes
 from triton.backends.compiler import BaseBackend, GPUTarget, Language
 
-from . import knobs
+from . import compile_log, knobs
 from .errors import InvalidOptionError, UnsupportedFeatureError
 from .host import default_family
 from .target import DEFAULT_FAMILY, DEFAULT_MSL_VERSION, GPU_FAMILIES, MAX_WARPS, MSL_VERSIONS, SIMD_WIDTH, default_msl_version
@@ -213,6 +214,7 @@ class AppleBackend(BaseBackend):
         from .passes import accelerate_matmul, allocate_shared_memory, casts_around_moves, loop_carried_layouts
         from .passes.decompose_scaled_dot import decompose_scaled_dot
         from .portability import warn_where_nvidia_refuses
+        started = time.perf_counter()  # our passes + lowering, for compile_log
         module = parse_module(mod if isinstance(mod, str) else mod.str())
         check_num_warps(module.kernel.name, opt)  # for a TTGIR source, whose compile starts here
         warn_where_nvidia_refuses(module, module.kernel.name)
@@ -232,6 +234,7 @@ class AppleBackend(BaseBackend):
         metadata["msl_locations"] = kernel.locations_json()
         metadata["debug_formats"] = json.dumps(kernel.debug_formats)
         metadata["msl_std"] = kernel.msl_std  # the oldest `-std=metal3.x` the source compiles at
+        compile_log.emit(kernel.name, compile_log.LOWERED, compile_log.target_name(opt), time.perf_counter() - started)
         return kernel.source
 
     def add_stages(self, stages: dict, options: AppleOptions, language: Language) -> None:

@@ -94,6 +94,10 @@ device = Knob("TRITON_APPLE_DEVICE", "", "force the device: emulator, metal or o
 family = Knob("TRITON_APPLE_FAMILY", "", "GPU family to compile for: apple7 (M1), apple8 (M2), apple9 (M3/M4); "
               "default: the Mac's own family, apple7 on the emulator", _choice("apple7", "apple8", "apple9"))
 dump_ir = Knob("TRITON_APPLE_DUMP_IR", False, "print our IR after the Apple passes to stderr", _flag)
+log_compiles = Knob("TRITON_APPLE_LOG_COMPILES", False,
+                    "print one line per kernel to stderr when the backend lowers it (target, time of our passes + "
+                    "MSL lowering) and when the emulator builds its library (clang's time) or loads it from the "
+                    "cache", _flag)
 portability_warnings = Knob("TRITON_APPLE_PORTABILITY_WARNINGS", True, "warn once where a kernel uses a "
                             "shape NVIDIA's backend refuses (tl.dot with a small K)", _flag)
 msl_version = Knob("TRITON_APPLE_MSL_VERSION", "", "Metal Shading Language version kernels are compiled for: 3.1 "

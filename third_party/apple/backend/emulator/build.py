@@ -10,11 +10,12 @@ import re
 import subprocess
 import sys
 import threading
+import time
 import warnings
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from .. import knobs
+from .. import compile_log, knobs
 from ..abi.msl_locations import error_lines
 from .cache import (LOW_SPACE, cache_root, cached_entry, file_mode, free_bytes, hash_parts, tmp_name, unlink_quietly,
                     write_file)
@@ -221,7 +222,18 @@ def build_kernel(source: str, kernel_name: str, trampoline: str, trampoline_line
                 _compile_error(res.stderr, kernel_name, msl_name, directory, inc, trampoline_lines, sig_line,
                                original_source, extra_prefixes=[str(pch)] if pch else [])
 
-    hit = cached_entry(out_dir, [KERNEL_LIB, msl_name, "entry.cpp"], build, f"kernel '{kernel_name}'")
+    clang = []  # seconds of each clang run of this build (a PCH problem makes two)
+
+    def timed_build(directory: Path):
+        started = time.perf_counter()
+        try:
+            build(directory)
+        finally:
+            clang.append(time.perf_counter() - started)
+
+    hit = cached_entry(out_dir, [KERNEL_LIB, msl_name, "entry.cpp"], timed_build, f"kernel '{kernel_name}'")
+    compile_log.emit(kernel_name, compile_log.LOADED if hit else compile_log.COMPILED, "emulator", sum(clang),
+                     str(out_dir))
     return out_dir / KERNEL_LIB, hit
 
 
