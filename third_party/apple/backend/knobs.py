@@ -136,6 +136,30 @@ emulator_trust_cache = Knob("TRITON_APPLE_EMULATOR_TRUST_CACHE", False,
                             "(refused by default: their code would run in this process)", _flag)
 
 
+SANITIZERS = ("race", "init")
+
+
+def _sanitizers(env: str, raw: str) -> tuple:
+    names = tuple(sorted({part.strip().lower() for part in raw.split(",") if part.strip()}))
+    bad = [n for n in names if n not in SANITIZERS]
+    if bad:
+        raise KnobError(f"{env}={raw!r}: unknown sanitizer {bad[0]!r}; expected a comma list of "
+                        f"{', '.join(SANITIZERS)} (e.g. race,init)")
+    return names
+
+
+emulator_sanitize = Knob("TRITON_APPLE_EMULATOR_SANITIZE", (),
+                         "emulator sanitizers for every launch: a comma list of race (threadgroup-memory hazards, "
+                         "device write-write races) and init (uninitialised reads); kernels are rebuilt for them",
+                         _sanitizers)
+emulator_sanitize_report = Knob("TRITON_APPLE_EMULATOR_SANITIZE_REPORT", "error",
+                                "what a sanitizer finding does: error (the launch fails, nothing is copied back) "
+                                "or warn (an EmulatorSanitizerWarning per finding)", _choice("error", "warn"))
+emulator_profile = Knob("TRITON_APPLE_EMULATOR_PROFILE", False,
+                        "profile every emulator launch (memory traffic, access widths, bank conflicts, barriers, "
+                        "FLOPs) and print one line per launch to stderr", _flag)
+
+
 def all_knobs() -> List[Knob]:
     """Every knob of this module, in definition order."""
     return [v for v in globals().values() if isinstance(v, Knob)]

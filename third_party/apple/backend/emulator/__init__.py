@@ -13,10 +13,10 @@ Modules, by job: ``clang`` (which compiler, which flags), ``cache`` (the on-disk
 addresses to MSL lines), ``signature`` (reading MSL kernel signatures, line-preserving rewrites),
 ``library`` (the loaded runtime and kernel libraries), ``launcher`` (the native launcher and launch
 settings), ``scalar`` (scalar values of this API), ``kernel`` (compiled kernels: binding, launching,
-errors).
+errors), ``tools`` (the sanitizer and profiler: which tools a launch runs, its report as findings and a profile).
 
 What it takes from the rest of the backend, and nothing else: the scalar ABI (``abi.scalars``: type
-sizes and the one packer), the target's limits (``target``), its settings (``knobs``); from Triton: the
+sizes and the one packer), the MSL location comments (``abi.msl_locations``, for the sanitizer's reports), the target's limits (``target``), its settings (``knobs``); from Triton: the
 cache directory (``triton.knobs.cache``) and ``triton.runtime.build.compile_so_from_file`` for the
 launcher.
 
@@ -27,11 +27,12 @@ launcher.
 See README.md in this directory for what is emulated and checked.
 """
 from .errors import (EmulatorCacheError, EmulatorCacheIOError, EmulatorCacheWarning, EmulatorCompileError, EmulatorError,
-                     EmulatorLaunchError, EmulatorWarning)
+                     EmulatorLaunchError, EmulatorSanitizerWarning, EmulatorWarning)
 from .signature import KernelParam
 from .kernel import EmulatorKernel, clear_memory_cache, compile_msl
 from .library import bench_fiber_switch
 from .scalar import Scalar
+from .tools import ProfileScope, profile, sanitize
 
 __all__ = [
     "compile_msl",
@@ -42,6 +43,10 @@ __all__ = [
     "EmulatorCompileError",
     "EmulatorLaunchError",
     "EmulatorWarning",
+    "EmulatorSanitizerWarning",
+    "sanitize",
+    "profile",
+    "ProfileScope",
     "EmulatorCacheError",
     "EmulatorCacheIOError",
     "EmulatorCacheWarning",

@@ -19,8 +19,8 @@ from .. import compile_log, knobs
 from ..abi.msl_locations import error_lines
 from .cache import (LOW_SPACE, cache_root, cached_entry, file_mode, free_bytes, hash_parts, tmp_name, unlink_quietly,
                     write_file)
-from .clang import (KERNEL_FLAGS, RUNTIME_FLAGS, SHLIB_SUFFIX, compiler_version, extra_link_flags, find_compiler,
-                    host_arch_flags, target_defines)
+from .clang import (KERNEL_FLAGS, RUNTIME_FLAGS, SHLIB_SUFFIX, TOOL_FLAGS, compiler_version, extra_link_flags,
+                    find_compiler, host_arch_flags, target_defines)
 from .errors import EmulatorCacheIOError, EmulatorCacheWarning, EmulatorCompileError, EmulatorError
 
 NATIVE_DIR = Path(__file__).resolve().parent / "native"  # ships inside the package, in every install
@@ -116,7 +116,7 @@ def build_runtime() -> Path:
     flags = list(RUNTIME_FLAGS) + list(host_arch_flags()) + _runtime_defines()
     srcs = native_sources()
     key = hash_parts("runtime", compiler_version(cxx)[1], flags, srcs["include/emulator_runtime.h"],
-                srcs["include/metal_limits.h"], srcs["emulator_runtime.cpp"])[:32]
+                srcs["include/metal_limits.h"], srcs["include/emulator_tools.h"], srcs["emulator_runtime.cpp"])[:32]
     out_dir = cache_root() / f"runtime-{key}"
 
     def build(directory: Path):
@@ -188,20 +188,21 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def kernel_key(source: str, kernel_name: str, trampoline: str) -> str:
+def kernel_key(source: str, kernel_name: str, trampoline: str, tools: bool = False) -> str:
     cxx = find_compiler()
     srcs = native_sources()
     return hash_parts("kernel", compiler_version(cxx)[1], KERNEL_FLAGS, target_defines(), extra_link_flags(),
-                      _runtime_defines(),
+                      _runtime_defines(), *(TOOL_FLAGS if tools else ()),
                  *[k.encode() + b"=" + v for k, v in sorted(srcs.items())], source, kernel_name, trampoline)[:40]
 
 
 def build_kernel(source: str, kernel_name: str, trampoline: str, trampoline_lines: Dict[int, int],
-                 sig_line: int, original_source: str) -> Tuple[Path, bool]:
-    """Compile a kernel; returns (shared object, was_cached). Raises EmulatorCompileError."""
+                 sig_line: int, original_source: str, tools: bool = False) -> Tuple[Path, bool]:
+    """Compile a kernel; returns (shared object, was_cached). Raises EmulatorCompileError. ``tools``: the build for
+    the sanitizer and profiler (clang.TOOL_FLAGS; without the precompiled header, which is built without them)."""
     cxx = find_compiler()
     inc, _ = native_dirs()
-    key = kernel_key(source, kernel_name, trampoline)
+    key = kernel_key(source, kernel_name, trampoline, tools)
     out_dir = cache_root() / key[:2] / key
     msl_name = f"{kernel_name}.metal"
 
@@ -210,12 +211,14 @@ def build_kernel(source: str, kernel_name: str, trampoline: str, trampoline_line
         write_file(directory / "entry.cpp", trampoline.encode())
         # The runtime hooks (__tt_*, __ubsan_*) stay undefined here: they resolve against the runtime, which
         # is always loaded RTLD_GLOBAL before any kernel (no path baked into the kernel's library).
-        pch = build_pch()
+        pch = None if tools else build_pch()
         include = ["-I", str(pch), "-include-pch", str(pch / PCH)] if pch else ["-I", str(inc)]
-        cmd = [cxx, *KERNEL_FLAGS, *target_defines(), *include, "entry.cpp", *extra_link_flags()]
+        tool_flags = list(TOOL_FLAGS) if tools else []
+        cmd = [cxx, *KERNEL_FLAGS, *tool_flags, *target_defines(), *include, "entry.cpp", *extra_link_flags()]
         res = _compile_into(cmd, directory / KERNEL_LIB, directory)
         if res.returncode != 0 and pch and re.search(r"precompiled header|PCH file|\.pch", res.stderr):
-            cmd = [cxx, *KERNEL_FLAGS, *target_defines(), "-I", str(inc), "entry.cpp", *extra_link_flags()]  # a PCH problem
+            cmd = [cxx, *KERNEL_FLAGS, *tool_flags, *target_defines(), "-I", str(inc), "entry.cpp",
+                   *extra_link_flags()]  # a PCH problem
             res = _compile_into(cmd, directory / KERNEL_LIB, directory)
         if res.returncode != 0:
             raise failure_outside_the_source(res, directory, [msl_name, "entry.cpp"], f"kernel '{kernel_name}'") or \

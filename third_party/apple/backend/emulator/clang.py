@@ -101,6 +101,14 @@ KERNEL_FLAGS = kernel_flags() + host_arch_flags() + (
     # Kernel libraries export only their entry point and ABI stamp (marked in the trampoline): helpers of
     # the compat header are called directly rather than through the PLT, and dlopen resolves fewer symbols.
     "-fvisibility=hidden", "-fvisibility-inlines-hidden")
+# Kernels built for the emulator's tools (sanitizer and profiler; native/include/emulator_tools.h): clang calls the
+# runtime before every load and store left in the optimised code, and the compat header reports atomics and counts
+# (TT_EMU_TOOLS). The host vectorisers stay off, so that each traced access is one access of the MSL (a float4 load
+# stays a 16-byte load; no loop is widened into accesses the MSL does not make), and so does the recognition of
+# loops and store runs as memcpy/memset (-fno-builtin): the copies those become are not traced (a reduction's
+# eight stores into threadgroup memory were one memcpy). Ordinary builds never get these.
+TOOL_FLAGS: Tuple[str, ...] = ("-fsanitize-coverage=func,trace-loads,trace-stores", "-DTT_EMU_TOOLS=1",
+                               "-fno-vectorize", "-fno-slp-vectorize", "-fno-builtin")
 RUNTIME_FLAGS: Tuple[str, ...] = ("-std=c++17", "-O2", "-fPIC", "-shared", "-pthread", "-fvisibility=hidden",
                                   "-fno-omit-frame-pointer")
 _CANDIDATES = ("clang++-22", "clang++-21", "clang++-20", "clang++-19", "clang++-18", "clang++-17", "clang++") + (

@@ -62,3 +62,8 @@ class EmulatorCacheWarning(RuntimeWarning):
 
 class EmulatorWarning(RuntimeWarning):
     """Undefined behaviour that Metal does not trap on (e.g. integer division by zero) was executed."""
+
+
+class EmulatorSanitizerWarning(EmulatorWarning):
+    """A finding of the emulator's sanitizer (racecheck, initcheck) in a launch that was let succeed
+    (TRITON_APPLE_EMULATOR_SANITIZE_REPORT=warn, or ``sanitize(report="warn")``)."""

@@ -17,7 +17,8 @@ from .. import knobs
 from ..target import MAX_THREADS_PER_THREADGROUP
 from . import build
 from . import signature as _sig
-from .errors import EmulatorCompileError, EmulatorError, EmulatorLaunchError, EmulatorWarning
+from . import tools as _tools
+from .errors import EmulatorCompileError, EmulatorError, EmulatorLaunchError, EmulatorSanitizerWarning, EmulatorWarning
 from .launcher import launch_config, launcher
 from .library import LOADED_LIBRARIES, TT_BUF_READONLY, TT_BUF_SCALAR, runtime_library
 from .scalar import Scalar, _is_integer, _parse_type
@@ -44,6 +45,7 @@ _STATUS_KINDS = {
     1: "invalid", 2: "out_of_bounds", 3: "readonly_write", 4: "threadgroup_out_of_bounds", 5: "stack_overflow",
     6: "segfault", 7: "signal", 8: "divergence", 9: "deadlock", 10: "simd", 11: "threadgroup_memory",
     12: "local_out_of_bounds", 13: "undefined_behavior", 14: "internal", 15: "timeout", 16: "interrupted",
+    17: "race", 18: "uninitialized",
 }
 _EVENT_TEXT = {
     1: "integer division or remainder by zero (Metal: undefined result; emulator: x/0 = 0, x%0 = x)",
@@ -134,9 +136,17 @@ class EmulatorKernel:
     """A compiled MSL kernel. ``params`` lists every parameter (:class:`KernelParam`)."""
 
     def __init__(self, name: str, source: str, signature: _sig.KernelSignature, so_path: Path, cache_hit: bool,
-                 rebuild: Optional[Callable[[], Tuple[Path, bool]]] = None):
+                 rebuild: Optional[Callable[[], Tuple[Path, bool]]] = None,
+                 build_tools: Optional[Callable[[], Tuple[Path, bool]]] = None):
         self.name = name
         self._rebuild = rebuild  # builds the cache entry again when its library went away (_entry_point)
+        # the sanitizer and profiler: the tools the knobs asked for when the kernel was compiled, and the build of
+        # its library for them (made on the first launch that runs a tool; tools.py)
+        self._tools = _tools.knob_tools()
+        self._build_tools = build_tools
+        self._tools_so: Optional[Path] = None
+        self._tools_lock = threading.Lock()
+        self._locations = None
         self.source = source
         self.signature = signature
         self.params = signature.params
@@ -331,6 +341,12 @@ class EmulatorKernel:
         once the arguments are bound, just before the kernel starts.
         ``config``: :func:`launch_config`'s tuple, or None for the knobs' settings. Raises
         :class:`EmulatorLaunchError` on any failure; buffers are written back only on success."""
+        if self._tools or _tools.SCOPED:  # the tools' launch path; plain launches pay these two tests only
+            bits, collectors = _tools.scoped() if _tools.SCOPED else (0, [])
+            bits |= self._tools & ~(_tools.WARN if bits & (_tools.RACE | _tools.INIT) else 0)
+            if bits & (_tools.RACE | _tools.INIT | _tools.PROFILE):
+                return self._run_with_tools(bits, collectors, plan, grid, threadgroup, args, extra, enter_hook,
+                                            metadata, config)
         entry = self._entry_point()
         try:
             result = self._launcher.launch(plan, entry, grid, threadgroup, config, args, extra, enter_hook, metadata)
@@ -342,6 +358,68 @@ class EmulatorKernel:
                 self._warn_events(res)
             if res.status != 0:
                 raise self._launch_error(res, threadgroup)
+
+    def _tools_library(self) -> Path:
+        """The kernel's library built for the tools (clang.TOOL_FLAGS), built on first use."""
+        if self._build_tools is None:
+            raise EmulatorError(f"kernel '{self.name}': no build for the emulator's tools")
+        if self._tools_so is None or not self._tools_so.is_file():
+            so, hit = self._build_tools()
+            if not hit:
+                LOADED_LIBRARIES.forget(so)
+            self._tools_so = Path(so)
+        return self._tools_so
+
+    def _run_with_tools(self, bits: int, collectors: list, plan, grid, threadgroup, args, extra, enter_hook,
+                        metadata, config) -> None:
+        """`run` with the sanitizer and/or profiler (`bits`: tools.RACE, INIT, PROFILE, WARN): the tools build of the
+        library, armed for this launch, its report read afterwards. Launches of one kernel with tools take turns
+        (the report belongs to the launch that was armed)."""
+        so = self._tools_library()
+        with self._tools_lock:
+            entry = LOADED_LIBRARIES.acquire(so, self.name)
+            try:
+                armed = _tools.Armed(self._lib, entry, bits)
+                try:
+                    result = self._launcher.launch(plan, entry, grid, threadgroup, config, args, extra, enter_hook,
+                                                   metadata)
+                finally:
+                    filled = armed.done()
+            finally:
+                LOADED_LIBRARIES.release(so)
+        report = armed.report
+        found = []
+        if filled and report.nhazards:
+            if self._locations is None:
+                from ..abi.msl_locations import MslLocations
+                self._locations = MslLocations.from_comments(self.source)
+            found = _tools.findings(report, str(so), self.name, self._lines, self._locations,
+                                    {p.index: p.name for p in self._buffers})
+        res = LaunchResult(*result) if result is not None else None
+        if res is not None and res.events:
+            self._warn_events(res)
+        if res is not None and res.status != 0:
+            err = self._launch_error(res, threadgroup)
+            if res.status in (_tools.STATUS_RACE, _tools.STATUS_UNINIT) and found:
+                lines = sorted({n for f in found for n in f.msl_lines})
+                first = found[0]
+                err = EmulatorLaunchError(_tools.summary(report, found, self.name), kind=err.kind,
+                                          kernel_name=self.name, param=first.param, slot=first.slot,
+                                          threadgroup=first.threadgroup, thread=first.second.thread, msl_lines=lines)
+                err.findings = found
+            elif found:
+                err.args = (str(err) + "\n(the sanitizer had found before: " +
+                            _tools.summary(report, found, self.name) + ")", )
+                err.findings = found
+            raise err
+        if found:  # warn mode
+            warnings.warn(EmulatorSanitizerWarning(_tools.summary(report, found, self.name)), stacklevel=4)
+        if bits & _tools.PROFILE and filled:
+            d = _tools.profile_dict(report, self.name, grid, threadgroup)
+            for c in collectors:
+                c.launches.append(d)
+            if bits & _tools._PRINT:
+                _tools.print_profile_line(d)
 
     def _entry_point(self) -> int:
         """The kernel's entry point, its library held until LOADED_LIBRARIES.release. A library unloaded by the
@@ -449,16 +527,20 @@ def compile_msl(source: Union[str, bytes], kernel_name: str) -> EmulatorKernel:
         k = _memory_cache.get(key)
         if k is not None and k.so_path.is_file():
             _memory_cache.move_to_end(key)
+            k._tools = _tools.knob_tools()  # the tools knobs as they are at this compile
             return k
     runtime_library()  # built and loaded (RTLD_GLOBAL) before any kernel
 
     def rebuild() -> Tuple[Path, bool]:
         return build.build_kernel(rewritten, kernel_name, trampoline, tramp_lines, sig.line, source)
 
+    def build_tools() -> Tuple[Path, bool]:
+        return build.build_kernel(rewritten, kernel_name, trampoline, tramp_lines, sig.line, source, tools=True)
+
     so, hit = rebuild()
     if not hit:
         LOADED_LIBRARIES.forget(so)
-    k = EmulatorKernel(kernel_name, source, sig, so, hit, rebuild)
+    k = EmulatorKernel(kernel_name, source, sig, so, hit, rebuild, build_tools)
     with _compile_lock:
         _memory_cache[key] = k
         while len(_memory_cache) > max(1, knobs.emulator_max_loaded.get()):

@@ -34,6 +34,7 @@
 #endif
 
 #include "emulator_runtime.h"
+#include "emulator_tools.h"
 
 #include <algorithm>
 #include <atomic>
@@ -55,6 +56,7 @@
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
+#include <unordered_map>
 #include <vector>
 #if defined(__APPLE__)
 #include <sys/ucontext.h>
@@ -240,6 +242,11 @@ struct Fiber {
   size_t stack_size = 0;
   uint32_t thread = 0;
   Fiber *next_free = nullptr;
+  // tools (initcheck of private arrays): a byte per stack byte (written or not), the part of the stack the
+  // running thread's kernel code owns ([tfill, ttop), filled with kStackSentinel at its start) and the lowest
+  // byte any thread on this stack touched (tlow)
+  uint8_t *tinit = nullptr;
+  uintptr_t tfill = 0, ttop = 0, tlow = 0;
 };
 
 // Where a thread is: its state and, while it waits at a barrier or a SIMD-group function, the call site
@@ -280,6 +287,8 @@ struct Group {
 };
 
 struct Launch;
+struct ToolWorker; // the sanitizer and profiler (emulator_tools.h): null unless the launch was armed
+struct ToolLaunch;
 
 struct Worker {
   int id = 0;
@@ -330,6 +339,9 @@ struct Worker {
   // non-fatal events of this launch
   uint32_t nevents = 0;
   tt_event events[TT_EMU_MAX_EVENTS];
+  // tools: this launch's state (null when it runs without them), kept for the next launch with tools
+  ToolWorker *tw = nullptr, *tw_keep = nullptr;
+  uint32_t barrier_flags = 0; // mem_flags of the barrier the threads wait at (for the tools)
 };
 
 struct Launch {
@@ -347,6 +359,7 @@ struct Launch {
   int nworkers = 0;
   uint64_t token = 0; // the caller's name for this launch (tt_emu_launch_begin)
   std::chrono::steady_clock::time_point start;
+  ToolLaunch *tools = nullptr; // armed (tt_emu_tools_arm): the launch runs with the sanitizer / profiler
 };
 
 // The hooks read this on every barrier and SIMD-group function: initial-exec TLS is a plain %fs-relative load
@@ -364,6 +377,17 @@ struct HookScope {
   explicit HookScope(Worker *w_) : w(w_), saved(w_->in_kernel) { w->in_kernel = 0; }
   ~HookScope() { w->in_kernel = saved; }
 };
+
+// The tools (sanitizer and profiler; "Tools" section below). Each is called only when w->tw is set.
+void tools_flush(Worker *w);                            // before a thread may yield: settle its pending check
+void tools_barrier_done(Worker *w);                     // a threadgroup barrier completed
+void tools_simd_done(Worker *w, uint32_t s, const char *what, uint32_t param); // a SIMD rendezvous completed
+size_t tools_stack_fill(Worker *w, Fiber *f);          // bytes of stack initcheck fills for the next thread (0: none)
+void tools_thread_start(Worker *w, Fiber *f, unsigned char *below, size_t n); // fills them, [below, below + n)
+void tools_thread_done(Worker *w, uint32_t t);          // it returned (after the runtime's own bookkeeping)
+void tools_tg_begin(Worker *w, uint64_t linear);
+bool tools_tg_end(Worker *w);                           // false: the launch fails (a sanitizer finding)
+ToolWorker *tools_worker(Worker *w, Launch *L);        // this worker's tool state for launch L (null: no memory)
 
 // ------------------------------------------------------------------------------------------------
 // Error reporting
@@ -507,6 +531,8 @@ Fiber *new_fiber(Worker *w) {
 void free_all_fibers(Worker *w) {
   for (Fiber *f : w->fibers) {
     munmap(f->map, f->maplen);
+    if (f->tinit)
+      munmap(f->tinit, f->stack_size);
     delete f;
   }
   w->fibers.clear();
@@ -762,6 +788,8 @@ void complete_barrier(Worker *w, int self) {
     }
   }
   w->n_barrier = 0;
+  if (w->tw)
+    tools_barrier_done(w);
 }
 
 inline bool same_site(const ThreadSt &a, const ThreadSt &b) {
@@ -809,9 +837,13 @@ void complete_simd(Worker *w, uint32_t s, int self) {
   x->first = first;
   g.arrived = 0;
   g.gen++;
+  if (w->tw)
+    tools_simd_done(w, s, ref.what, x->param[__builtin_ctz(arrived)]);
 }
 
 void thread_finished(Worker *w, uint32_t t) {
+  if (w->tw)
+    tools_flush(w);
   check_sgm_converged(w, t / TT_EMU_SIMD_WIDTH, nullptr, (int)t);
   w->sgm[t / TT_EMU_SIMD_WIDTH].done |= 1u << (t % TT_EMU_SIMD_WIDTH);
   w->th[t].state = T_DONE;
@@ -822,6 +854,8 @@ void thread_finished(Worker *w, uint32_t t) {
     complete_simd(w, t / TT_EMU_SIMD_WIDTH, -1);
   if (w->n_barrier && w->n_barrier + w->n_done == w->N)
     complete_barrier(w, -1);
+  if (w->tw)
+    tools_thread_done(w, t);
 }
 
 void fiber_main(void *arg) {
@@ -836,6 +870,16 @@ void fiber_main(void *arg) {
     ts.state = T_RUNNING;
     tt_thread_info ti;
     fill_ti(w, t, &ti);
+    if (w->tw) {
+      // initcheck of private arrays: the stack the kernel's frames will take, just below this frame, is
+      // filled with a sentinel from inside an array of this frame (a block-scoped VLA: the stack is back where
+      // it was when the block ends, so the kernel's frames occupy exactly the bytes filled)
+      size_t n = tools_stack_fill(w, f);
+      if (n) {
+        unsigned char below[n];
+        tools_thread_start(w, f, below, n);
+      }
+    }
     w->in_kernel = 1;
     w->L->d->entry(w->L->slots, &ti);
     w->in_kernel = 0;
@@ -916,13 +960,15 @@ bool run_threadgroup(Worker *w, uint64_t linear) {
       w->order[j] = tmp;
     }
   }
+  if (w->tw)
+    tools_tg_begin(w, linear);
   Fiber *f = start_fiber(w, w->order[w->next_unstarted++]);
   ctx_switch(&w->main, &f->ctx);
   if (w->n_done != w->N) {
     report_deadlock(w);
     return false;
   }
-  return true;
+  return !w->tw || tools_tg_end(w);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -1749,7 +1795,8 @@ bool prepare_worker(Worker *w, Launch *L) {
     w->order[i] = (uint16_t)(d->schedule == TT_SCHED_REVERSE ? w->N - 1 - i : i);
   w->nevents = 0;
   w->fault_sig = 0;
-  return true;
+  w->tw = L->tools ? tools_worker(w, L) : nullptr;
+  return w->tw || !L->tools;
 }
 
 void run_worker(Worker *w, Launch *L) {
@@ -1943,7 +1990,738 @@ void merge_events(Launch *L, Worker *w) {
   w->nevents = 0;
 }
 
+// ------------------------------------------------------------------------------------------------
+// Tools: racecheck, initcheck and the profiler (emulator_tools.h; README: "Sanitizer and profiler")
+// ------------------------------------------------------------------------------------------------
+//
+// Kernels built for the tools call the __sanitizer_cov_load/store callbacks (below) before every load and store
+// left in their optimised code, and __tt_tool_atomic before every atomic. An access is classified by its address:
+// threadgroup memory (this worker's block), a buffer's copy (device/constant), the running thread's own stack
+// below the frame that calls the kernel (private), or anything else (the runtime's memory, the kernel's
+// constants): ignored.
+//
+// racecheck, threadgroup memory. Time is cut into barrier intervals: a threadgroup_barrier whose flags include
+// mem_threadgroup ends one. Per byte the shadow keeps the interval it was last touched in and, for that interval,
+// its last writer and two readers (the first and the latest other one), each with the instruction, whether it
+// was atomic and how many simdgroup_barrier(mem_threadgroup) its simdgroup had passed in the interval. Two
+// accesses of a byte in one interval by different threads, at least one a write and not both atomic, are a
+// hazard, unless the threads are lanes of one simdgroup and a simdgroup_barrier(mem_threadgroup) separates them.
+// A write after another thread's write whose bytes are the ones that were there (the same value stored twice)
+// cannot depend on the order: it is counted as benign, not reported. (Whether the bytes changed is known only
+// after the store: it is checked at the writer's next access or runtime call, before any other thread runs.)
+//
+// racecheck, device memory: a thread's write of a byte another thread wrote in the same launch is a race, unless
+// both are in one threadgroup with a barrier with mem_device between them, or either thread had used a device
+// atomic in its threadgroup before its write (locks and flags order plain accesses through atomics, which the
+// emulator does not model), or the write stored the same bytes (benign, as above).
+//
+// initcheck: a read of threadgroup memory with a byte no thread of the threadgroup wrote; a read of a private
+// array none of whose bytes the thread wrote. The stack the kernel's frames take is filled with kStackSentinel
+// when a thread starts: a byte that no traced store wrote but that no longer holds the sentinel was written by
+// code the tracing does not see (a memset or memcpy the compiler expanded, the runtime) and counts as written.
+//
+// The profiler groups the accesses of the lanes of a simdgroup into SIMD-wide instructions: the n-th execution
+// of an instruction by each lane since the simdgroup last met (a SIMD-group function, a barrier, the end of its
+// lanes) is one instruction. From those: lanes per instruction, the distinct bytes of each device-memory
+// instruction, and for threadgroup memory the bank cycles it takes under the banking model (the most distinct
+// words it touches in one bank) against the fewest its bytes need.
+
+const uint16_t kNoThread = 0xffff;
+const uint16_t kAtomicBit = 0x8000;
+const uint16_t kThreadMask = 0x3ff;
+const unsigned char kStackSentinel = 0xBE;
+const size_t kStackFillMin = 8192;        // stack initcheck fills for a thread before it knows better
+const size_t kStackFillReserve = 32768;   // never fills the last bytes of a stack (the runtime's own frames)
+const size_t kMaxSimdInstrs = 1 << 16;    // SIMD instructions held per simdgroup between its meetings
+enum { ACC_READ = 1, ACC_WRITE = 2 };
+
+struct TAcc { // one access in the threadgroup shadow
+  uint32_t pc;  // offset in the kernel's library
+  uint16_t tid; // thread | kAtomicBit; kNoThread: none
+  uint16_t sep; // simdgroup barriers of its simdgroup in the interval
+};
+struct TgByte {
+  uint32_t epoch, init; // interval of w/r1/r2; threadgroup that last wrote the byte (initcheck)
+  TAcc w, r1, r2;
+};
+
+struct ToolArm {
+  const void *entry;
+  uint32_t tools;
+  tt_tool_report *report;
+  tt_tool_banks banks;
+};
+std::mutex g_arm_mu;
+ToolArm g_arm[TT_TOOL_MAX_ARMED];
+std::atomic<int> g_narmed{0};
+
+struct DevShadow { // one buffer group's copy
+  uintptr_t lo = 0, hi = 0;
+  const Group *g = nullptr;
+  uint64_t *wr = nullptr; // racecheck: per byte, its last writer (see dev_word); 0: none
+  uint32_t *wr_pc = nullptr;
+  uint8_t *rd_bits = nullptr, *wr_bits = nullptr; // profiler: bytes read / written
+  size_t n = 0;
+};
+
+struct SimdInstr { // profiler: one SIMD-wide instruction of a simdgroup
+  uint32_t mask;
+  uint8_t space, write;
+  uint8_t size[TT_EMU_SIMD_WIDTH];
+  uintptr_t addr[TT_EMU_SIMD_WIDTH];
+};
+struct SimdProfile {
+  std::unordered_map<uint64_t, uint32_t> count; // (pc, lane) -> executions since the simdgroup met
+  std::unordered_map<uint64_t, SimdInstr> instrs; // (pc, n) -> its lanes' accesses
+};
+
+struct ToolLaunch {
+  ToolArm arm;
+  uintptr_t lib_base = 0;
+  bool dev_race = false;
+  std::vector<DevShadow> dev;
+  tt_tool_report rep;
+};
+
+struct Pending { // a write-write hazard waiting for the store to show whether it changed the bytes
+  bool on = false;
+  uintptr_t addr = 0;
+  uint32_t size = 0;
+  unsigned char snap[16];
+  tt_tool_hazard h;
+};
+
+struct ToolWorker {
+  Launch *L = nullptr;
+  ToolLaunch *T = nullptr;
+  uint32_t tools = 0;
+  TgByte *tg = nullptr; // TT_EMU_TG_MEM_LIMIT bytes of threadgroup memory
+  // never reset between launches: shadow entries of earlier intervals, threadgroups and launches are stale
+  uint32_t epoch = 0, serial = 0;
+  uint32_t sepoch[TT_EMU_MAX_THREADS / TT_EMU_SIMD_WIDTH];
+  uint32_t dev_epoch = 0; // barriers with mem_device in this threadgroup
+  uint64_t linear = 0;
+  uint32_t tg_barriers = 0;
+  uint8_t synced[TT_EMU_MAX_THREADS]; // used a device atomic in this threadgroup
+  Pending pend;
+  SimdProfile sp[TT_EMU_MAX_THREADS / TT_EMU_SIMD_WIDTH];
+};
+
+void *map_zeroed(size_t n) {
+  if (!n)
+    return nullptr;
+  void *p = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  return p == MAP_FAILED ? nullptr : p;
+}
+void unmap(void *p, size_t n) {
+  if (p)
+    munmap(p, n);
+}
+
+// The arming of this launch's entry point, if any: the launch's tool state (its buffers are set up).
+ToolLaunch *tools_take(Launch *L) {
+  ToolArm arm{};
+  {
+    std::lock_guard<std::mutex> lk(g_arm_mu);
+    for (ToolArm &a : g_arm)
+      if (a.entry && a.entry == (const void *)L->d->entry) {
+        arm = a;
+        a.entry = nullptr;
+        g_narmed--;
+        break;
+      }
+  }
+  if (!arm.entry)
+    return nullptr;
+  ToolLaunch *T = new (std::nothrow) ToolLaunch();
+  if (!T)
+    return nullptr; // the report stays empty (abi 0): the caller says the tools did not run
+  T->arm = arm;
+  if (!T->arm.banks.banks || !T->arm.banks.bank_bytes)
+    T->arm.banks = tt_tool_banks{32, 4};
+  memset(&T->rep, 0, sizeof(T->rep));
+  T->rep.abi = TT_EMU_TOOLS_ABI_VERSION;
+  T->rep.tools = arm.tools;
+  Dl_info info;
+  if (dladdr((void *)L->d->entry, &info))
+    T->lib_base = (uintptr_t)info.dli_fbase;
+  T->dev_race = (arm.tools & TT_TOOL_RACE) && L->total_tg <= 0xffffffffull;
+  for (const Group &g : L->groups) {
+    size_t n = g.hi - g.lo;
+    if (!n)
+      continue;
+    DevShadow ds;
+    ds.lo = (uintptr_t)g.data;
+    ds.hi = ds.lo + n;
+    ds.g = &g;
+    ds.n = n;
+    if (T->dev_race && !g.readonly && !g.scalar) {
+      ds.wr = (uint64_t *)map_zeroed(n * 8);
+      ds.wr_pc = (uint32_t *)map_zeroed(n * 4);
+    }
+    if (arm.tools & TT_TOOL_PROFILE) {
+      ds.rd_bits = (uint8_t *)map_zeroed((n + 7) / 8);
+      ds.wr_bits = (uint8_t *)map_zeroed((n + 7) / 8);
+    }
+    T->dev.push_back(ds);
+  }
+  return T;
+}
+
+uint64_t popcount_bytes(const uint8_t *p, size_t n) {
+  uint64_t c = 0;
+  for (size_t i = 0; i < n; i++)
+    c += (uint64_t)__builtin_popcount(p[i]);
+  return c;
+}
+
+// The launch ended (or failed): the report goes to the caller, the shadows go.
+void tools_launch_end(Launch *L) {
+  ToolLaunch *T = L->tools;
+  L->tools = nullptr;
+  for (DevShadow &ds : T->dev) {
+    if (ds.rd_bits)
+      T->rep.profile.dev_read_distinct += popcount_bytes(ds.rd_bits, (ds.n + 7) / 8);
+    if (ds.wr_bits)
+      T->rep.profile.dev_written_distinct += popcount_bytes(ds.wr_bits, (ds.n + 7) / 8);
+    unmap(ds.wr, ds.n * 8);
+    unmap(ds.wr_pc, ds.n * 4);
+    unmap(ds.rd_bits, (ds.n + 7) / 8);
+    unmap(ds.wr_bits, (ds.n + 7) / 8);
+  }
+  if (T->arm.report)
+    memcpy(T->arm.report, &T->rep, sizeof(T->rep));
+  delete T;
+}
+
+ToolWorker *tools_worker(Worker *w, Launch *L) {
+  ToolWorker *tw = w->tw_keep;
+  if (!tw) {
+    tw = new (std::nothrow) ToolWorker();
+    if (!tw)
+      return nullptr;
+    tw->tg = (TgByte *)map_zeroed(sizeof(TgByte) * TT_EMU_TG_MEM_LIMIT);
+    if (!tw->tg) {
+      delete tw;
+      return nullptr;
+    }
+    w->tw_keep = tw;
+  }
+  tw->L = L;
+  tw->T = L->tools;
+  tw->tools = L->tools->arm.tools;
+  tw->pend.on = false;
+  return tw;
+}
+
+inline uint32_t acting_thread(Worker *w) { // a whole-simdgroup operation works for lane op_lane
+  uint32_t t = w->cur_thread;
+  return w->op_lane < TT_EMU_SIMD_WIDTH ? t / TT_EMU_SIMD_WIDTH * TT_EMU_SIMD_WIDTH + w->op_lane : t;
+}
+
+void linear_to_tg(const Launch *L, uint64_t linear, uint32_t out[3]) {
+  uint64_t gx = L->d->grid[0], gy = L->d->grid[1];
+  out[0] = (uint32_t)(linear % gx);
+  out[1] = (uint32_t)((linear / gx) % gy);
+  out[2] = (uint32_t)(linear / (gx * gy));
+}
+
+void record(ToolWorker *tw, const tt_tool_hazard &h) {
+  tt_tool_report &r = tw->T->rep;
+  r.total++;
+  for (uint32_t i = 0; i < r.nhazards; i++) {
+    tt_tool_hazard &o = r.hazards[i];
+    if (o.kind == h.kind && o.space == h.space && o.first.pc_offset == h.first.pc_offset &&
+        o.second.pc_offset == h.second.pc_offset) {
+      o.count++;
+      return;
+    }
+  }
+  if (r.nhazards < TT_TOOL_MAX_HAZARDS) {
+    r.hazards[r.nhazards] = h;
+    r.hazards[r.nhazards].count = 1;
+    r.nhazards++;
+  }
+}
+
+tt_tool_access make_access(uint32_t pc, uint16_t tid, uint16_t sep, bool write) {
+  tt_tool_access a;
+  a.pc_offset = pc;
+  a.thread = tid & kThreadMask;
+  a.is_write = write;
+  a.atomic = (tid & kAtomicBit) ? 1 : 0;
+  a.simd_epoch = sep;
+  return a;
+}
+
+tt_tool_hazard make_hazard(Worker *w, uint32_t kind, uint32_t space, int32_t slot, int64_t offset, uint32_t size) {
+  tt_tool_hazard h;
+  memset(&h, 0, sizeof(h));
+  if (space == TT_SPACE_THREADGROUP) { // the variable holding the byte, and the offset in it
+    uintptr_t a = (uintptr_t)w->tg_lo + (uintptr_t)offset;
+    for (int i = 0; i < w->nsites; i++)
+      if (a >= (uintptr_t)w->sites[i].ptr && a < (uintptr_t)w->sites[i].ptr + w->sites[i].size) {
+        snprintf(h.name, sizeof(h.name), "%s", w->sites[i].name ? w->sites[i].name : "?");
+        offset = (int64_t)(a - (uintptr_t)w->sites[i].ptr);
+        break;
+      }
+  }
+  h.kind = kind;
+  h.space = space;
+  memcpy(h.tg, w->tgpos, sizeof(h.tg));
+  memcpy(h.first_tg, w->tgpos, sizeof(h.first_tg));
+  h.slot = slot;
+  h.offset = offset;
+  h.size = size;
+  return h;
+}
+
+// Settles the pending write-write check: the writer's store has happened by now (no other thread ran).
+void settle(ToolWorker *tw) {
+  Pending &p = tw->pend;
+  p.on = false;
+  if (memcmp((const void *)p.addr, p.snap, p.size) != 0)
+    record(tw, p.h);
+  else
+    tw->T->rep.benign_waw++;
+}
+
+void pend_waw(ToolWorker *tw, const tt_tool_hazard &h, uintptr_t addr, uint32_t size) {
+  Pending &p = tw->pend;
+  p.on = true;
+  p.addr = addr;
+  p.size = size > 16 ? 16 : size;
+  memcpy(p.snap, (const void *)addr, p.size);
+  p.h = h;
+}
+
+inline bool conflicts(const TAcc &prev, uint32_t t, bool atomic, uint16_t sep) {
+  if (prev.tid == kNoThread)
+    return false;
+  uint32_t pt = prev.tid & kThreadMask;
+  if (pt == t)
+    return false; // program order
+  if ((prev.tid & kAtomicBit) && atomic)
+    return false; // two atomics
+  if (pt / TT_EMU_SIMD_WIDTH == t / TT_EMU_SIMD_WIDTH && prev.sep != sep)
+    return false; // lanes of one simdgroup with a simdgroup_barrier(mem_threadgroup) between them
+  return true;
+}
+
+// ---- the profiler's SIMD-wide instructions ----
+
+void simd_note(ToolWorker *tw, uint32_t t, uint32_t pc, uint8_t space, bool write, uintptr_t a, uint32_t n) {
+  uint32_t s = t / TT_EMU_SIMD_WIDTH, lane = t % TT_EMU_SIMD_WIDTH;
+  SimdProfile &sp = tw->sp[s];
+  if (sp.instrs.size() >= kMaxSimdInstrs) { // the simdgroup ran too long without meeting
+    tw->T->rep.profile.ungrouped++;
+    return;
+  }
+  uint32_t k = sp.count[(uint64_t)pc << 5 | lane]++;
+  SimdInstr &in = sp.instrs[(uint64_t)pc << 24 | (k & 0xffffff)];
+  if (!in.mask) {
+    in.space = space;
+    in.write = write;
+  }
+  in.mask |= 1u << lane;
+  in.addr[lane] = a;
+  in.size[lane] = (uint8_t)n;
+}
+
+// Accounts for the SIMD instructions simdgroup s executed since it last met.
+void simd_flush(Worker *w, uint32_t s) {
+  ToolWorker *tw = w->tw;
+  SimdProfile &sp = tw->sp[s];
+  if (sp.instrs.empty()) {
+    sp.count.clear();
+    return;
+  }
+  tt_tool_profile &p = tw->T->rep.profile;
+  const tt_tool_banks &b = tw->T->arm.banks;
+  uintptr_t tg_base = (uintptr_t)w->tg_lo;
+  uint32_t words[TT_EMU_SIMD_WIDTH * 16];
+  for (auto &kv : sp.instrs) {
+    const SimdInstr &in = kv.second;
+    p.simd_instructions++;
+    p.simd_lanes += (uint64_t)__builtin_popcount(in.mask);
+    uint32_t nw = 0;
+    for (uint32_t m = in.mask; m; m &= m - 1) {
+      uint32_t l = (uint32_t)__builtin_ctz(m);
+      for (uint32_t i = 0; i < in.size[l]; i++) // every byte's word (distinct below): bytes 1 apart share words
+        words[nw++] = (uint32_t)((in.addr[l] + i - (in.space == TT_SPACE_THREADGROUP ? tg_base : 0)) /
+                                 (in.space == TT_SPACE_THREADGROUP ? b.bank_bytes : 1));
+    }
+    std::sort(words, words + nw);
+    nw = (uint32_t)(std::unique(words, words + nw) - words);
+    if (in.space == TT_SPACE_DEVICE) {
+      p.dev_moved += nw; // distinct bytes of the instruction
+      continue;
+    }
+    uint32_t per_bank[64] = {0};
+    uint32_t cycles = 0, nb = b.banks > 64 ? 64 : b.banks;
+    for (uint32_t i = 0; i < nw; i++) {
+      uint32_t c = ++per_bank[words[i] % nb];
+      if (c > cycles)
+        cycles = c;
+    }
+    uint32_t ideal = (nw + nb - 1) / nb;
+    p.tg_simd_accesses++;
+    p.tg_wavefronts += cycles;
+    p.tg_ideal += ideal;
+    if (cycles > ideal)
+      p.tg_conflicted++;
+    uint64_t degree = (uint64_t)cycles * 1000 / (ideal ? ideal : 1);
+    if (degree > p.tg_max_degree)
+      p.tg_max_degree = degree;
+  }
+  sp.instrs.clear();
+  sp.count.clear();
+}
+
+// ---- accesses ----
+
+void tg_access(Worker *w, uint32_t off, uint32_t n, int rw, bool atomic, uint32_t pc) {
+  ToolWorker *tw = w->tw;
+  if (off + n > TT_EMU_TG_MEM_LIMIT)
+    n = TT_EMU_TG_MEM_LIMIT - off;
+  uint32_t t = acting_thread(w);
+  uint16_t tid = (uint16_t)(t | (atomic ? kAtomicBit : 0));
+  uint16_t sep = (uint16_t)tw->sepoch[t / TT_EMU_SIMD_WIDTH];
+  const bool race = tw->tools & TT_TOOL_RACE, init = tw->tools & TT_TOOL_INIT;
+  bool found_read = false, found_write = false, found_uninit = false;
+  const TAcc cur{pc, tid, sep};
+  for (uint32_t i = 0; i < n; i++) {
+    TgByte &b = tw->tg[off + i];
+    if (b.epoch != tw->epoch) {
+      b.epoch = tw->epoch;
+      b.w.tid = b.r1.tid = b.r2.tid = kNoThread;
+    }
+    if (rw & ACC_READ) {
+      if (init && !found_uninit && b.init != tw->serial) {
+        found_uninit = true;
+        tt_tool_hazard h = make_hazard(w, TT_HAZ_UNINIT, TT_SPACE_THREADGROUP, -1, off + i, n);
+        h.second = make_access(pc, tid, sep, rw & ACC_WRITE);
+        record(tw, h);
+      }
+      if (race && !found_read && conflicts(b.w, t, atomic, sep)) {
+        found_read = true;
+        tt_tool_hazard h = make_hazard(w, TT_HAZ_RAW, TT_SPACE_THREADGROUP, -1, off + i, n);
+        h.first = make_access(b.w.pc, b.w.tid, b.w.sep, true);
+        h.second = make_access(pc, tid, sep, false);
+        record(tw, h);
+      }
+      if (b.r1.tid == kNoThread || (b.r1.tid & kThreadMask) == t)
+        b.r1 = cur;
+      else
+        b.r2 = cur;
+    }
+    if (rw & ACC_WRITE) {
+      if (race && !found_write) {
+        const TAcc *r = conflicts(b.r1, t, atomic, sep) ? &b.r1 : conflicts(b.r2, t, atomic, sep) ? &b.r2 : nullptr;
+        if (r) {
+          found_write = true;
+          tt_tool_hazard h = make_hazard(w, TT_HAZ_WAR, TT_SPACE_THREADGROUP, -1, off + i, n);
+          h.first = make_access(r->pc, r->tid, r->sep, false);
+          h.second = make_access(pc, tid, sep, true);
+          record(tw, h);
+        } else if (!tw->pend.on && conflicts(b.w, t, atomic, sep)) {
+          found_write = true;
+          tt_tool_hazard h = make_hazard(w, TT_HAZ_WAW, TT_SPACE_THREADGROUP, -1, off + i, n);
+          h.first = make_access(b.w.pc, b.w.tid, b.w.sep, true);
+          h.second = make_access(pc, tid, sep, true);
+          pend_waw(tw, h, (uintptr_t)w->tg_lo + off, n);
+        }
+      }
+      b.w = cur;
+      b.init = tw->serial;
+    }
+  }
+  if (tw->tools & TT_TOOL_PROFILE) {
+    tt_tool_profile &p = tw->T->rep.profile;
+    if (rw & ACC_WRITE) {
+      p.tg_stores++;
+      p.tg_store_bytes += n;
+    }
+    if (rw & ACC_READ) {
+      p.tg_loads++;
+      p.tg_load_bytes += n;
+    }
+    if (!atomic)
+      simd_note(tw, t, pc, TT_SPACE_THREADGROUP, rw & ACC_WRITE, (uintptr_t)w->tg_lo + off, n);
+  }
+}
+
+// The racecheck word of a device byte: valid (bit 63), synced (62: the writer had used a device atomic), the
+// writer's threadgroup (30..61, linear index), thread (20..29) and barriers with mem_device before it (0..19).
+inline uint64_t dev_word(ToolWorker *tw, uint32_t t) {
+  return (1ull << 63) | (tw->synced[t] ? 1ull << 62 : 0) | ((uint64_t)(uint32_t)tw->linear << 30) |
+         ((uint64_t)t << 20) | (tw->dev_epoch & 0xfffff);
+}
+
+void dev_access(Worker *w, DevShadow &ds, uintptr_t a, uint32_t n, bool write, uint32_t pc) {
+  ToolWorker *tw = w->tw;
+  if (a + n > ds.hi)
+    n = (uint32_t)(ds.hi - a);
+  size_t i0 = a - ds.lo;
+  uint32_t t = acting_thread(w);
+  if (ds.wr && write) {
+    uint64_t me = dev_word(tw, t);
+    bool found = tw->pend.on;
+    for (uint32_t i = 0; i < n; i++) {
+      uint64_t old = ds.wr[i0 + i];
+      if (!found && (old >> 63)) {
+        uint32_t olin = (uint32_t)(old >> 30), ot = (uint32_t)(old >> 20) & kThreadMask, oep = (uint32_t)old & 0xfffff;
+        bool same_tg = olin == (uint32_t)tw->linear;
+        bool synced = ((old >> 62) & 1) || tw->synced[t];
+        if (!(same_tg && ot == t) && !synced && !(same_tg && oep != (tw->dev_epoch & 0xfffff))) {
+          found = true;
+          int member = member_near(tw->L, *ds.g, a + i);
+          tt_tool_hazard h = make_hazard(w, TT_HAZ_WAW, TT_SPACE_DEVICE, (int32_t)tw->L->d->buffers[member].slot,
+                                         (int64_t)(a + i - member_start(tw->L, *ds.g, member)), n);
+          linear_to_tg(tw->L, olin, h.first_tg);
+          h.first = make_access(ds.wr_pc[i0 + i], (uint16_t)ot, 0, true);
+          h.second = make_access(pc, (uint16_t)t, 0, true);
+          pend_waw(tw, h, a, n);
+        }
+      }
+      ds.wr[i0 + i] = me;
+      ds.wr_pc[i0 + i] = pc;
+    }
+  }
+  if (tw->tools & TT_TOOL_PROFILE) {
+    tt_tool_profile &p = tw->T->rep.profile;
+    int k = n == 1 ? 0 : n == 2 ? 1 : n == 4 ? 2 : n == 8 ? 3 : 4;
+    (write ? p.dev_stores : p.dev_loads)[k]++;
+    uint8_t *bits = write ? ds.wr_bits : ds.rd_bits;
+    if (bits)
+      for (uint32_t i = 0; i < n; i++)
+        bits[(i0 + i) >> 3] |= (uint8_t)(1u << ((i0 + i) & 7));
+    simd_note(tw, t, pc, TT_SPACE_DEVICE, write, a, n);
+  }
+}
+
+void private_access(Worker *w, Fiber *f, uintptr_t a, uint32_t n, bool write, uint32_t pc) {
+  ToolWorker *tw = w->tw;
+  if (a + n > f->ttop)
+    n = (uint32_t)(f->ttop - a);
+  if (a < f->tlow)
+    f->tlow = a;
+  if (!f->tinit)
+    return;
+  uint8_t *shadow = f->tinit + (a - (uintptr_t)f->stack_lo);
+  if (write) {
+    memset(shadow, 1, n);
+    return;
+  }
+  if (a < f->tfill)
+    return; // not filled for this thread: unknown
+  const unsigned char *mem = (const unsigned char *)a;
+  for (uint32_t i = 0; i < n; i++)
+    if (shadow[i] || mem[i] != kStackSentinel)
+      return; // a byte of it was written (by the thread, or by code the tracing does not see)
+  tt_tool_hazard h = make_hazard(w, TT_HAZ_UNINIT, TT_SPACE_PRIVATE, -1, (int64_t)(f->ttop - a), n);
+  h.second = make_access(pc, (uint16_t)w->cur_thread, 0, false);
+  record(tw, h);
+}
+
+void tool_access(uintptr_t a, uint32_t n, int rw, bool atomic, uintptr_t pc) {
+  Worker *w = tl_worker;
+  if (!w || !w->tw)
+    return; // a kernel built for the tools, launched without them
+  HookScope scope(w);
+  ToolWorker *tw = w->tw;
+  if (tw->pend.on)
+    settle(tw);
+  uint32_t pco = (uint32_t)(pc - 1 - tw->T->lib_base); // the call itself: its return address may have no line
+  uintptr_t off = a - (uintptr_t)w->tg_lo;
+  if (off < TT_EMU_TG_MEM_LIMIT) {
+    tg_access(w, (uint32_t)off, n, rw, atomic, pco);
+    return;
+  }
+  for (DevShadow &ds : tw->T->dev)
+    if (a >= ds.lo && a < ds.hi) {
+      if (!atomic)
+        dev_access(w, ds, a, n, rw & ACC_WRITE, pco);
+      else
+        tw->synced[acting_thread(w)] = 1;
+      return;
+    }
+  Fiber *f = w->cur_fiber;
+  if ((tw->tools & TT_TOOL_INIT) && !atomic && f && a >= (uintptr_t)f->stack_lo && a < f->ttop)
+    private_access(w, f, a, n, rw & ACC_WRITE, pco);
+}
+
+// ---- the scheduler's events ----
+
+void tools_flush(Worker *w) {
+  if (w->tw->pend.on)
+    settle(w->tw);
+}
+
+void tools_barrier_done(Worker *w) {
+  ToolWorker *tw = w->tw;
+  if (w->barrier_flags & 2) { // mem_threadgroup: a new interval
+    if (++tw->epoch == 0) {
+      memset(tw->tg, 0, sizeof(TgByte) * TT_EMU_TG_MEM_LIMIT);
+      tw->epoch = 1;
+    }
+    memset(tw->sepoch, 0, sizeof(tw->sepoch));
+  }
+  if (w->barrier_flags & 1) // mem_device
+    tw->dev_epoch++;
+  tw->tg_barriers++;
+  if (tw->tools & TT_TOOL_PROFILE)
+    for (uint32_t s = 0; s < w->nsg; s++)
+      simd_flush(w, s);
+}
+
+void tools_simd_done(Worker *w, uint32_t s, const char *what, uint32_t param) {
+  ToolWorker *tw = w->tw;
+  if (what && strcmp(what, "simdgroup_barrier") == 0) {
+    if (param & 2) // mem_threadgroup
+      tw->sepoch[s]++;
+    if (tw->tools & TT_TOOL_PROFILE)
+      tw->T->rep.profile.simd_barriers++;
+  }
+  if (tw->tools & TT_TOOL_PROFILE)
+    simd_flush(w, s);
+}
+
+size_t tools_stack_fill(Worker *w, Fiber *f) {
+  if (!(w->tw->tools & TT_TOOL_INIT))
+    return 0;
+  if (!f->tinit && !(f->tinit = (uint8_t *)map_zeroed(f->stack_size)))
+    return 0;
+  size_t used = f->ttop && f->tlow && f->tlow < f->ttop ? f->ttop - f->tlow + 256 : 0;
+  size_t n = std::max(used, kStackFillMin);
+  size_t most = f->stack_size > 2 * kStackFillReserve ? f->stack_size - 2 * kStackFillReserve : 0;
+  return round_up(std::min(n, most), 64);
+}
+
+__attribute__((noinline)) void tools_thread_start(Worker *w, Fiber *f, unsigned char *below, size_t n) {
+  (void)w;
+  f->tfill = (uintptr_t)below;
+  f->ttop = (uintptr_t)below + n;
+  f->tlow = f->ttop;
+  memset(below, kStackSentinel, n);
+  memset(f->tinit + (f->tfill - (uintptr_t)f->stack_lo), 0, n);
+}
+
+void tools_thread_done(Worker *w, uint32_t t) {
+  uint32_t s = t / TT_EMU_SIMD_WIDTH;
+  if ((w->tw->tools & TT_TOOL_PROFILE) && (w->sg[s].done == w->sg[s].full))
+    simd_flush(w, s);
+}
+
+void tools_tg_begin(Worker *w, uint64_t linear) {
+  ToolWorker *tw = w->tw;
+  if (++tw->epoch == 0 || ++tw->serial == 0) {
+    memset(tw->tg, 0, sizeof(TgByte) * TT_EMU_TG_MEM_LIMIT);
+    tw->epoch = tw->serial = 1;
+  }
+  memset(tw->sepoch, 0, sizeof(tw->sepoch));
+  memset(tw->synced, 0, w->N);
+  tw->dev_epoch = 0;
+  tw->linear = linear;
+  tw->tg_barriers = 0;
+}
+
+bool tools_tg_end(Worker *w) {
+  ToolWorker *tw = w->tw;
+  tools_flush(w);
+  tt_tool_report &r = tw->T->rep;
+  if (tw->tools & TT_TOOL_PROFILE) {
+    for (uint32_t s = 0; s < w->nsg; s++)
+      simd_flush(w, s);
+    r.profile.threadgroups++;
+    r.profile.barriers += tw->tg_barriers;
+    if (tw->tg_barriers > r.profile.max_barriers)
+      r.profile.max_barriers = tw->tg_barriers;
+  }
+  if (!r.total || (tw->tools & TT_TOOL_WARN))
+    return true;
+  const tt_tool_hazard &h = r.hazards[0];
+  int status = h.kind == TT_HAZ_UNINIT ? TT_ERR_UNINIT : TT_ERR_RACE;
+  if (begin_error(w->L, w, status, (int)h.second.thread)) {
+    Msg m;
+    m.add("%s: %llu finding(s) in this threadgroup", h.kind == TT_HAZ_UNINIT ? "initcheck" : "racecheck",
+          (unsigned long long)r.total);
+    where(m, w, (int)h.second.thread);
+    set_message(w->L, m);
+  }
+  return false;
+}
+
 } // namespace
+
+// ---- tools: the callbacks of kernels built for them (-fsanitize-coverage=trace-loads,trace-stores), their
+// atomics and counts, and arming (emulator_tools.h) ----
+
+#define TT_COVERAGE_CALLBACKS(N)                                                                       \
+  TT_EXPORT void __sanitizer_cov_load##N(const void *p) {                                              \
+    tool_access((uintptr_t)p, N, ACC_READ, false, (uintptr_t)__builtin_return_address(0));             \
+  }                                                                                                    \
+  TT_EXPORT void __sanitizer_cov_store##N(const void *p) {                                             \
+    tool_access((uintptr_t)p, N, ACC_WRITE, false, (uintptr_t)__builtin_return_address(0));            \
+  }
+TT_COVERAGE_CALLBACKS(1)
+TT_COVERAGE_CALLBACKS(2)
+TT_COVERAGE_CALLBACKS(4)
+TT_COVERAGE_CALLBACKS(8)
+TT_COVERAGE_CALLBACKS(16)
+#undef TT_COVERAGE_CALLBACKS
+
+TT_EXPORT void __tt_tool_atomic(const volatile void *p, uint32_t size, uint32_t kind) {
+  int rw = kind == TT_ATOMIC_LOAD ? ACC_READ : kind == TT_ATOMIC_STORE ? ACC_WRITE : ACC_READ | ACC_WRITE;
+  tool_access((uintptr_t)p, size, rw, true, (uintptr_t)__builtin_return_address(0));
+}
+
+TT_EXPORT void __tt_tool_count(uint32_t what, uint32_t n) {
+  Worker *w = tl_worker;
+  if (!w || !w->tw || !(w->tw->tools & TT_TOOL_PROFILE))
+    return;
+  tt_tool_profile &p = w->tw->T->rep.profile;
+  if (what == TT_COUNT_SGM_MMA)
+    p.sgm_mma += n;
+  else if (what == TT_COUNT_FMA)
+    p.fma += n;
+}
+
+TT_EXPORT int tt_emu_tools_arm(const void *entry, uint32_t tools, tt_tool_report *report, const tt_tool_banks *banks) {
+  std::lock_guard<std::mutex> lk(g_arm_mu);
+  ToolArm *slot = nullptr;
+  for (ToolArm &a : g_arm)
+    if (a.entry == entry) {
+      slot = &a;
+      break;
+    }
+  if (!slot) {
+    for (ToolArm &a : g_arm)
+      if (!a.entry) {
+        slot = &a;
+        break;
+      }
+    if (!slot)
+      return -1;
+    g_narmed++;
+  }
+  slot->entry = entry;
+  slot->tools = tools;
+  slot->report = report;
+  slot->banks = banks ? *banks : tt_tool_banks{0, 0};
+  return 0;
+}
+
+TT_EXPORT void tt_emu_tools_disarm(const void *entry) {
+  std::lock_guard<std::mutex> lk(g_arm_mu);
+  for (ToolArm &a : g_arm)
+    if (a.entry && a.entry == entry) {
+      a.entry = nullptr;
+      g_narmed--;
+    }
+}
+
+TT_EXPORT int tt_emu_tools_abi_version(void) { return TT_EMU_TOOLS_ABI_VERSION; }
 
 // ------------------------------------------------------------------------------------------------
 // Hooks called by kernel code
@@ -1954,6 +2732,14 @@ TT_EXPORT void __tt_barrier(uint32_t flags, uint32_t line, uint32_t col) {
   Worker *w = tl_worker;
   HookScope scope(w);
   check_cancel(w);
+  if (w->tw) {
+    tools_flush(w);
+    w->barrier_flags = flags;
+    if (w->N == 1) { // no thread to wait for, but the interval still ends here
+      tools_barrier_done(w);
+      return;
+    }
+  }
   if (w->N == 1)
     return;
   uint32_t t = w->cur_thread;
@@ -1976,6 +2762,8 @@ TT_EXPORT tt_simd_xchg *__tt_simd(const char *op, const void *val, uint32_t size
   Worker *w = tl_worker;
   HookScope scope(w);
   check_cancel(w);
+  if (w->tw)
+    tools_flush(w);
   uint32_t t = w->cur_thread;
   uint32_t s = t / TT_EMU_SIMD_WIDTH, lane = t % TT_EMU_SIMD_WIDTH;
   *lane_out = lane;
@@ -2016,6 +2804,8 @@ TT_EXPORT void __tt_sgm_wait(tt_sgm_state *st, const char *what, uint32_t line, 
   Worker *w = tl_worker;
   HookScope scope(w);
   check_cancel(w);
+  if (w->tw)
+    tools_flush(w);
   uint32_t t = w->cur_thread;
   ThreadSt &ts = w->th[t];
   ts.state = T_SGM;
@@ -2329,6 +3119,8 @@ int finish_launch(Launch *L) {
       if (!g.readonly && g.hi > g.lo)
         memcpy((void *)g.lo, g.data, g.hi - g.lo);
   }
+  if (L->tools)
+    tools_launch_end(L);
   release_buffers(L);
   delete L;
   release_launch_slot();
@@ -2355,6 +3147,8 @@ TT_EXPORT int tt_emu_launch_begin(const tt_launch_desc *d, tt_launch_result *res
     res->status = status;
     if (status != TT_OK)
       set_message(L, m);
+    if (L->tools)
+      tools_launch_end(L);
     release_buffers(L);
     delete L;
     release_launch_slot();
@@ -2381,7 +3175,10 @@ TT_EXPORT int tt_emu_launch_begin(const tt_launch_desc *d, tt_launch_result *res
     if (!setup_buffers(L, m))
       return fail_early(TT_ERR_INVALID, m);
   }
-  int want = d->host_threads ? (int)d->host_threads : host_thread_count();
+  if (g_narmed.load(std::memory_order_relaxed))
+    L->tools = tools_take(L); // the launch was armed: its tools need its buffers' copies
+  // one host thread runs a launch with tools: its reports are then deterministic
+  int want = L->tools ? 1 : d->host_threads ? (int)d->host_threads : host_thread_count();
   int nw = (int)std::min<uint64_t>((uint64_t)std::max(want, 1), L->total_tg);
   std::lock_guard<std::mutex> lk(g_pool_mu);
   if (!ensure_pool(nw))

@@ -61,6 +61,7 @@
 
 #include "emulator_runtime.h"
 #include "metal_version.h" /* the MSL version and GPU family stood for */
+#include "sanitizer.h"      /* the emulator tools' hooks: nothing unless built with TT_EMU_TOOLS */
 
 #define __TT_DEV __attribute__((address_space(1)))
 #define __TT_CONSTANT __attribute__((address_space(2)))
@@ -433,7 +434,7 @@ __TT_F2(atan2, __builtin_atan2f(x, y))
 __TT_F2(nextafter, __builtin_nextafterf(x, y))
 __TT_F2(step, y < x ? 0.0f : 1.0f)
 __TT_F2(divide, x / y)
-__TT_F3(fma, __builtin_fmaf(x, y, z))
+__TT_F3(fma, __tt_tools::fma(x, y, z))
 __TT_F3(mix, x + (y - x) * z)
 __TT_F3(clamp, __builtin_fminf(__builtin_fmaxf(x, y), z))
 __TT_F3(fmin3, __builtin_fminf(__builtin_fminf(x, y), z))
@@ -795,9 +796,8 @@ inline void threadgroup_barrier(mem_flags flags, __TT_SITE_PARAMS) {
 }
 /* A rendezvous of the live lanes of the simdgroup (strict: same call site for every lane). */
 inline void simdgroup_barrier(mem_flags flags, __TT_SITE_PARAMS) {
-  (void)flags;
-  uint lane;
-  __tt_simd("simdgroup_barrier", nullptr, 0, 0, __TT_SITE_ARGS, &lane);
+  uint lane; /* the flags go to the runtime: racecheck orders threadgroup memory only with mem_threadgroup */
+  __tt_simd("simdgroup_barrier", nullptr, 0, (uint)flags, __TT_SITE_ARGS, &lane);
 }
 inline void atomic_thread_fence(mem_flags flags, memory_order order, thread_scope scope = thread_scope_device)
     __TT_SINCE_MSL_3_2("atomic_thread_fence") {
@@ -852,7 +852,7 @@ template <class T> inline bool cas(T *p, T *expected, T desired) {
        itself is on the bit pattern. */
     uint *u = (uint *)p;
     for (;;) {
-      uint cur = __atomic_load_n(u, __ATOMIC_RELAXED);
+      uint cur = __tt_tools::load(u);
       float fcur = __builtin_bit_cast(float, cur);
       if (!(fcur == *expected)) {
         *expected = fcur;
@@ -867,7 +867,7 @@ template <class T> inline bool cas(T *p, T *expected, T desired) {
   }
 }
 template <class T> inline T fetch_minmax(T *p, T v, bool is_max) {
-  T cur = __atomic_load_n(p, __ATOMIC_RELAXED);
+  T cur = __tt_tools::load(p);
   for (;;) {
     bool replace = is_max ? (cur < v) : (v < cur);
     if (!replace)
@@ -878,7 +878,7 @@ template <class T> inline T fetch_minmax(T *p, T v, bool is_max) {
 }
 } // namespace __atomic_impl
 
-#define __TT_ATOMIC_PTR __atomic_impl::ptr((atomic<T> *)obj)
+#define __TT_ATOMIC_PTR __tt_tools::rmw(__atomic_impl::ptr((atomic<T> *)obj))
 /* compare_exchange_weak: strong here (a host CAS never fails spuriously). */
 #define __TT_ATOMIC_CAS(AS, TG, KIND)                                                                  \
   template <class T>                                                                                   \
@@ -902,14 +902,12 @@ template <class T> inline T fetch_minmax(T *p, T v, bool is_max) {
   inline void atomic_store_explicit(volatile AS atomic<T> *obj, __tt::identity_t<T> desired, memory_order order)     \
       __TT_RELAXED(order) {                                                                            \
     __atomic_impl::check_basic<T, TG>();                                                               \
-    __atomic_store(__TT_ATOMIC_PTR, &desired, __ATOMIC_RELAXED); /* any 32-bit T */                    \
+    __tt_tools::atomic_store(__atomic_impl::ptr((atomic<T> *)obj), (T)desired); /* any 32-bit T */      \
   }                                                                                                    \
   template <class T>                                                                                   \
   inline T atomic_load_explicit(const volatile AS atomic<T> *obj, memory_order order) __TT_RELAXED(order) {          \
     __atomic_impl::check_basic<T, TG>();                                                               \
-    T value;                                                                                           \
-    __atomic_load(__TT_ATOMIC_PTR, &value, __ATOMIC_RELAXED);                                          \
-    return value;                                                                                      \
+    return __tt_tools::atomic_load(__atomic_impl::ptr((atomic<T> *)obj));                              \
   }                                                                                                    \
   template <class T>                                                                                   \
   inline T atomic_exchange_explicit(volatile AS atomic<T> *obj, __tt::identity_t<T> desired, memory_order order)     \

@@ -437,8 +437,10 @@ simdgroup_multiply_accumulate(simdgroup_matrix<TD, 8, 8> &d, const simdgroup_mat
   }
   d.__r = op->rec;
   d.__lane = lane;
-  if (op->lanes == 0xffffffffu)
+  if (op->lanes == 0xffffffffu) {
+    __tt_tools::count_mma();
     __sgm::multiply_all<TD>(op);
+  }
   __sgm::issued(st, op);
 }
 
