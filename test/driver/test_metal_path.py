@@ -19,7 +19,7 @@ def test_the_fixture_runs_the_metal_driver(mps):
     active = triton.runtime.driver.active
     assert isinstance(active, drv.AppleDriver) and active.mode == "metal"
     assert active.get_current_target().backend == "mps"
-    assert active.get_device_interface() is torch.mps
+    assert active.get_device_interface() is drv.MPS_INTERFACE
     props = active.utils.get_device_properties(0)
     assert props["multiprocessor_count"] > 0 and props["warpSize"] == 32
 

@@ -234,6 +234,16 @@ class ShaderLibrary:
         return KernelFunction(name, kernel)
 
 
+class StandinEvent:
+    """`torch.mps.Event`: its timing rests on completion times PyTorch takes in Metal's host callbacks (shared-event
+    listeners, command-buffer completion handlers), which the emulator does not have; the backend must not need
+    it, so any use is refused."""
+
+    def __init__(self, *args, **kwargs):
+        raise StandinLimit("torch.mps.Event times with Metal's host callbacks, which the stand-in does not have "
+                           "(and which fail on short intervals on a Mac: docs/mps_standin.md)")
+
+
 class _Patcher:
     """pytest's monkeypatch, for callers outside pytest (the self-check): setattr now, undo later."""
 
@@ -283,10 +293,16 @@ class MPSStandin:
         """Bytes of the tensors alive now: the CPU tensors standing in for MPS tensors, counted from the garbage
         collector's objects (storages once each), as MPSAllocator counts its live buffers."""
         import gc
+        import warnings
         seen, total = set(), 0
-        for obj in gc.get_objects():
-            if isinstance(obj, torch.Tensor) and obj.device.type == "cpu":
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # isinstance() on lazily imported modules' objects may warn
+            for obj in gc.get_objects():
+                if not isinstance(obj, torch.Tensor):
+                    continue
                 try:
+                    if obj.device.type != "cpu":
+                        continue
                     storage = obj.untyped_storage()
                     key = storage.data_ptr()
                 except (RuntimeError, NotImplementedError):
@@ -296,9 +312,16 @@ class MPSStandin:
                     total += storage.nbytes()
         return total
 
+    def driver_allocated_memory(self) -> int:
+        """What Metal holds for the process: the live tensors, plus what the stand-in's allocator cache holds
+        (`cached_bytes`, which a test sets: the emulator has no MPSAllocator pools)."""
+        return self.current_allocated_memory() + self.cached_bytes
+
+    cached_bytes = 0
+
     def install(self, monkeypatch=None) -> "MPSStandin":
         """Replace what the metal path touches (pytest's monkeypatch undoes it; without one, `uninstall` does):
-        torch.mps's compile_shader, synchronize and current_allocated_memory, and the metal device type (CPU
+        torch.mps's compile_shader, synchronize, Event and memory counters, and the metal device type (CPU
         tensors stand in for MPS tensors). The caller makes a metal-mode AppleDriver active (the `mps` fixture)."""
         if monkeypatch is None:
             monkeypatch = self._patcher = _Patcher()
@@ -306,6 +329,8 @@ class MPSStandin:
         monkeypatch.setattr(torch.mps, "compile_shader", self.compile_shader)
         monkeypatch.setattr(torch.mps, "synchronize", self.synchronize)
         monkeypatch.setattr(torch.mps, "current_allocated_memory", self.current_allocated_memory)
+        monkeypatch.setattr(torch.mps, "driver_allocated_memory", self.driver_allocated_memory)
+        monkeypatch.setattr(torch.mps, "Event", StandinEvent)
         monkeypatch.setattr(drv, "METAL_DEVICE", "cpu")
         return self
 

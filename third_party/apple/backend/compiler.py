@@ -218,6 +218,8 @@ class AppleBackend(BaseBackend):
         module = parse_module(mod if isinstance(mod, str) else mod.str())
         check_num_warps(module.kernel.name, opt)  # for a TTGIR source, whose compile starts here
         warn_where_nvidia_refuses(module, module.kernel.name)
+        from .analysis.addresses import reads_addresses
+        metadata["reads_addresses"] = reads_addresses(module)  # pointer tables: refused on a Mac (driver.py)
         decompose_scaled_dot(module)
         accelerate_matmul(module)
         loop_carried_layouts(module)

@@ -27,14 +27,14 @@ from typing import Any, List, Optional, Sequence, Tuple, Union
 from triton.backends.compiler import GPUTarget
 from triton.backends.driver import DriverBase
 
-from . import knobs
+from . import knobs, mps_host
 from .abi import debug_buffer
-from .abi.arguments import bytes_tensor, plan_arguments, scalar_bytes, tensor_argument, view_bytes
+from .abi.arguments import plan_arguments, scalar_bytes, tensor_argument, view_bytes
 from .abi.msl_locations import METAL_SOURCE_NAME, MslLocations, error_lines
 from .abi.scalars import msl_of_signature, msl_scalar
 from .abi.slots import ADDED_BUFFERS, PACKED_SCALARS, POINTER, BufferSlot, slots_from_json
 from .errors import KernelArgError, MetalCompileError
-from .host import default_family, mac_gpu_cores, mps_available
+from .host import default_family, mac_peak_bandwidth, mps_available, mps_gpu_cores
 from .target import (MAX_GRID_THREADS, MAX_REGS_PER_THREAD, MAX_THREADGROUP_MEMORY, MAX_THREADS_PER_THREADGROUP,
                      SIMD_WIDTH, dispatch_threads, family, threads_per_threadgroup)
 
@@ -102,6 +102,9 @@ class _EmulatorEvent:
         return (end.t - self.t) * 1000.0
 
 
+MPS_INTERFACE = mps_host.MpsDeviceInterface()
+
+
 class EmulatorDeviceInterface:
     """The subset of `torch.cuda`'s interface that `triton.testing.do_bench` uses; emulator launches are
     synchronous, so events are host timestamps."""
@@ -160,10 +163,16 @@ def device_properties(mode: str, fam: str) -> dict:
     docs/conventions.md): the emulated family's limits and clocks, so that code sizing tiles or computing
     rooflines sees the Mac it compiles for; but `multiprocessor_count` is the number of host threads the
     emulator spreads threadgroups over, which is what runs concurrently here (persistent kernels size their
-    grid with it)."""
+    grid with it). On a Mac whose chip is in `host.PEAK_GBPS`, `mem_bus_width` is the width at which
+    `triton.testing.get_dram_gbps()` (clock x width x 2) gives the chip's peak bandwidth: Apple publishes
+    bandwidths, not bus widths."""
     fam_ = family(fam)
+    bus_bits = fam_.mem_bus_bits
     if mode == "metal":
-        cores = mac_gpu_cores() or fam_.gpu_cores
+        cores = mps_gpu_cores() or fam_.gpu_cores
+        peak, _ = mac_peak_bandwidth()
+        if peak:  # Apple publishes bandwidth, not bus widths: the width at which get_dram_gbps() gives the peak
+            bus_bits = max(1, round(peak * 1e9 * 8 / (2 * fam_.mem_clock_mhz * 1e6)))
     else:
         cores = knobs.emulator_threads.get() or os.cpu_count() or 1
     return {
@@ -173,7 +182,7 @@ def device_properties(mode: str, fam: str) -> dict:
         "warpSize": SIMD_WIDTH,
         "sm_clock_rate": fam_.gpu_clock_mhz * 1000,  # kHz, as CUDA's clockRate
         "mem_clock_rate": fam_.mem_clock_mhz * 1000,  # kHz: I/O clock, two transfers per cycle
-        "mem_bus_width": fam_.mem_bus_bits,  # bits
+        "mem_bus_width": bus_bits,  # bits
         "max_threads_per_threadgroup": MAX_THREADS_PER_THREADGROUP,
         "family": fam,
     }
@@ -519,6 +528,8 @@ class MetalLaunch:
         buffers += added.values()
         if enter_hook is not None:
             enter_hook(launch_metadata)
+        if mps_host.tracking_memory():
+            mps_host.sample_memory()
         threads = la.threads
         function(*buffers, threads=list(dispatch_threads(grid, threads)), group_size=[threads, 1, 1],
                  arg_casts=self.arg_casts)
@@ -553,7 +564,7 @@ class AppleDriver(DriverBase):
 
     def get_active_torch_device(self):
         import torch
-        return torch.device("mps" if self.mode == "metal" else "cpu")
+        return torch.device(METAL_DEVICE if self.mode == "metal" else "cpu")
 
     def get_current_device(self) -> int:
         return 0
@@ -565,12 +576,18 @@ class AppleDriver(DriverBase):
         return 0
 
     def get_device_interface(self):
+        """torch.cuda's interface for the device: on a Mac one whose events time by synchronising with the MPS
+        stream (mps_host.py: torch.mps.Event's host-callback timing fails on short intervals), with peak-memory
+        statistics; on the emulator host timestamps (its launches are synchronous)."""
         if self.mode == "metal":
-            import torch
-            return torch.mps
+            return MPS_INTERFACE
         return EmulatorDeviceInterface
 
     def get_benchmarker(self):
+        """What `@triton.autotune` times configs with: on a Mac `mps_host.do_bench` (batches of calls between
+        synchronisations), elsewhere `triton.testing.do_bench`."""
+        if self.mode == "metal":
+            return mps_host.do_bench
         from triton.testing import do_bench
         return do_bench
 
