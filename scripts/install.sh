@@ -4,7 +4,8 @@
 #                                    Python's headers for its launcher, the pinned Triton, PyTorch and NumPy wheels,
 #                                    and this package (pip, editable)
 #   bash scripts/install.sh --test   the above, plus what the test suite needs: pytest and friends, the libraries
-#                                    test/integration runs unmodified (liger-kernel, fla-core), and the AArch64 cross
+#                                    test/integration and test/models run unmodified (liger-kernel, fla-core,
+#                                    transformers, mamba-ssm without its CUDA build), and the AArch64 cross
 #                                    toolchain and qemu of the emulator's portability tests (about 440 MB of apt)
 # Each step says on one line what it installs. PyTorch: `pip install torch==2.13.0` from PyPI is a CUDA build of
 # several GB on Linux; the emulator needs only the CPU build: set TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
@@ -69,6 +70,17 @@ if [ "$TEST" = 1 ]; then
   python -m pip install -q "pytest==9.0.3" "pytest-xdist==3.8.0" "hypothesis==6.155.2" "nanobind==3.1.0" "setuptools==84.2.1"
   # test/integration runs these libraries unmodified; they need only torch and triton, hence --no-deps.
   python -m pip install -q --no-deps "liger-kernel==0.8.5" "fla-core==0.6.0" "einops==0.8.2"
+  # test/models builds tiny models from transformers' own classes (its dependencies from PyPI, pinned where the
+  # models need them), and runs mamba-ssm's Triton kernels: its CUDA extension is skipped with its own switch, and
+  # MAMBA_FORCE_BUILD=TRUE builds the wheel here instead of fetching a prebuilt CUDA wheel from outside PyPI (its
+  # setup.py would try, and fails on a CPU-only torch). --no-deps: its other dependencies (tilelang, quack-kernels)
+  # serve CUDA-only paths the tests never import.
+  step "pip (tests): transformers, tokenizers, safetensors, huggingface-hub; mamba-ssm without its CUDA build"
+  python -m pip install -q "transformers==5.23.0" "tokenizers==0.23.3" "safetensors==0.8.0" "huggingface-hub==2.4.0"
+  # Its setup.py imports torch and wheel at build time (hence --no-build-isolation, and wheel here).
+  python -m pip install -q "wheel==0.48.0"
+  MAMBA_SKIP_CUDA_BUILD=TRUE MAMBA_FORCE_BUILD=TRUE python -m pip install -q --no-build-isolation --no-deps \
+    "mamba-ssm==2.3.2.post1"
 fi
 
 # Editable: edits to third_party/apple are live without reinstalling. pip's editable build leaves an egg-info
