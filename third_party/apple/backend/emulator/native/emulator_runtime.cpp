@@ -2410,10 +2410,6 @@ void tg_access(Worker *w, uint32_t off, uint32_t n, int rw, bool atomic, uint32_
         h.second = make_access(pc, tid, sep, false);
         record(tw, h);
       }
-      if (b.r1.tid == kNoThread || (b.r1.tid & kThreadMask) == t)
-        b.r1 = cur;
-      else
-        b.r2 = cur;
     }
     if (rw & ACC_WRITE) {
       if (race && !found_write) {
@@ -2432,6 +2428,16 @@ void tg_access(Worker *w, uint32_t off, uint32_t n, int rw, bool atomic, uint32_
           pend_waw(tw, h, (uintptr_t)w->tg_lo + off, n);
         }
       }
+    }
+    // the shadow is updated after every check (an atomic read-modify-write must be checked against the readers
+    // before it becomes one); a plain reader is not displaced by an atomic one (atomics never race atomics)
+    if (rw & ACC_READ) {
+      if (b.r1.tid == kNoThread || (b.r1.tid & kThreadMask) == t)
+        b.r1 = cur;
+      else if (b.r2.tid == kNoThread || !atomic || (b.r2.tid & kAtomicBit))
+        b.r2 = cur;
+    }
+    if (rw & ACC_WRITE) {
       b.w = cur;
       b.init = tw->serial;
     }
