@@ -15,7 +15,8 @@ Phases, each timed in a fresh process (the worker: ``--worker MODEL --phase PHAS
 * ``eager``: the first forward of the model (fla's and mamba-ssm's autotuners benchmark their configs in it),
   then the same forward again (warm in memory), and the model's torch-only path (the library's own PyTorch
   functions, or the unpatched model) for torch eager on the same CPU;
-* ``compiled``: ``torch.compile`` (inductor, ``cpu_backend="triton"``, compiling in this process) of one
+* ``compiled``: ``torch.compile`` (inductor, ``cpu_backend="triton"``, compiling in this process unless
+  ``--compile-threads N`` lets inductor use its compile worker processes) of one
   training step, forward + loss + backward (Mamba2 and the Liger model: the forward only, see
   docs/integration.md), then the same step again.
 
@@ -211,7 +212,7 @@ def _check(got, want, what: str) -> None:
         raise SystemExit(1)
 
 
-def worker(name: str, phase: str, out: str) -> None:
+def worker(name: str, phase: str, out: str, compile_threads: int = 1) -> None:
     import torch
     t0 = time.perf_counter()
     model = build_model(name)
@@ -235,7 +236,7 @@ def worker(name: str, phase: str, out: str) -> None:
         _check(got, want, f"{name}: the first forward")
     else:
         import torch._inductor.config as cfg
-        with cfg.patch(cpu_backend="triton", compile_threads=1):
+        with cfg.patch(cpu_backend="triton", compile_threads=compile_threads):
             compiled = torch.compile(model.module)
 
             def step():
@@ -263,27 +264,30 @@ def worker(name: str, phase: str, out: str) -> None:
 
 # ------------------------------------------------------------------------------------------------ driver
 
-def _run(name: str, phase: str, cache: Path, revision=None) -> dict:
+def _run(name: str, phase: str, cache: Path, revision=None, compile_threads: int = 1) -> dict:
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
         out = f.name
-    args = ["--worker", name, "--phase", phase, "--out", out]
+    args = ["--worker", name, "--phase", phase, "--out", out, "--compile-threads", str(compile_threads)]
     env = {"TRITON_CACHE_DIR": str(cache / "triton"), "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"),
            "TRITON_APPLE_DEVICE": "emulator"}
+    started = time.perf_counter()
     try:
         if revision is None:
             subprocess.run([sys.executable, "-m", "bench.models", *args], cwd=REPO, env=dict(os.environ, **env),
                            check=True)
         else:
             revision.run("bench.models", args, env=env)
-        return json.loads(Path(out).read_text())
+        result = json.loads(Path(out).read_text())
+        result["process s"] = time.perf_counter() - started  # the whole process, exit included
+        return result
     finally:
         os.unlink(out)
 
 
-def _cold_and_warm(name: str, phase: str, revision=None) -> dict:
+def _cold_and_warm(name: str, phase: str, revision=None, compile_threads: int = 1) -> dict:
     with tempfile.TemporaryDirectory(prefix="bench_models_") as tmp:
-        cold = _run(name, phase, Path(tmp), revision)
-        warm = _run(name, phase, Path(tmp), revision)
+        cold = _run(name, phase, Path(tmp), revision, compile_threads)
+        warm = _run(name, phase, Path(tmp), revision, compile_threads)
     return {"cold": cold, "warm": warm}
 
 
@@ -309,12 +313,15 @@ def main(argv=None) -> int:
     ap.add_argument("--phases", default=",".join(PHASES))
     ap.add_argument("--baseline-rev", default=None, help="also run every measurement with this revision's backend")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--compile-threads", type=int, default=1,
+                    help="inductor's compile_threads for the compiled phase (1: in this process; more: its worker "
+                         "processes)")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--phase", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--out", default=None, help=argparse.SUPPRESS)
     opts = ap.parse_args(argv)
     if opts.worker:
-        worker(opts.worker, opts.phase, opts.out)
+        worker(opts.worker, opts.phase, opts.out, opts.compile_threads)
         return 0
     from .report_table import table
     revision = None
@@ -326,12 +333,13 @@ def main(argv=None) -> int:
     try:
         for name in opts.models.split(","):
             for phase in opts.phases.split(","):
-                runs = _cold_and_warm(name, phase)
-                base = _cold_and_warm(name, phase, revision) if revision is not None else None
+                runs = _cold_and_warm(name, phase, None, opts.compile_threads)
+                base = _cold_and_warm(name, phase, revision, opts.compile_threads) if revision is not None else None
                 results[f"{name} {phase}"] = {"this tree": runs, "baseline": base}
                 rows.append(_row(f"{name} {phase}", runs, base))
-                print(f"bench.models: {name} {phase}: cold {runs['cold']['first s']:.1f} s, warm "
-                      f"{runs['warm']['first s']:.2f} s", file=sys.stderr, flush=True)
+                print(f"bench.models: {name} {phase}: cold {runs['cold']['first s']:.1f} s (process "
+                      f"{runs['cold']['process s']:.1f} s), warm {runs['warm']['first s']:.2f} s (process "
+                      f"{runs['warm']['process s']:.1f} s)", file=sys.stderr, flush=True)
     finally:
         if revision is not None:
             revision.close()
