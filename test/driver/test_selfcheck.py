@@ -85,3 +85,12 @@ def test_a_difference_fails_the_selfcheck(mps, monkeypatch):
     assert re.search(r"\| `fails` \| .* \| gpu failed: RuntimeError: boom \|", text)
     assert re.search(r"\| `close` \| .* \| match \|", text)
     assert len(report.failures) == 3
+
+
+def test_without_the_metal_half_the_report_is_incomplete():
+    report = selfcheck.run(size="quick", metal="skip")
+    text = report.markdown()
+    assert report.exit_status == 2 and report.ok
+    assert "**Result: incomplete** — the Metal half did not run (--metal skip): nothing was compared." in text
+    assert f"0 of {len(selfcheck_cases.CASES)} cases match" in text and "| not compared |" in text
+    assert "## Vector add" not in text

@@ -7,7 +7,8 @@ the MSL version kernels are compiled at, the emulator's compiler), runs a confor
 (`selfcheck_cases.py`) on the GPU and on the Metal-on-CPU emulator from the same inputs and compares the results,
 times a vector add (GB/s against torch.add and the chip's peak DRAM bandwidth, `host.PEAK_GBPS`) and an fp16
 GEMM (TFLOP/s against torch.mm on the same device), and writes a Markdown report (to PATH, else to stdout)
-meant to be pasted into an issue. The exit status is 1 when a result differs or a step fails.
+meant to be pasted into an issue. The exit status is 1 when a result differs or a step fails, 2 when the Metal
+half did not run (nothing was compared), 0 otherwise.
 
 The Metal half runs on `mps` on a Mac. Elsewhere (`--metal auto`, the default) it runs on the MPS stand-in of the
 repository's tests (`test/support/mps_standin.py`, which imitates `torch.mps` on the emulator: it exists only in
@@ -40,14 +41,21 @@ class Report:
     """What the self-check found: Markdown sections, and whether everything it compared agreed."""
     sections: List[str] = field(default_factory=list)
     failures: List[str] = field(default_factory=list)
+    incomplete: str = ""  # why nothing was compared (the Metal half did not run), if so
 
     @property
     def ok(self) -> bool:
         return not self.failures
 
+    @property
+    def exit_status(self) -> int:
+        """0: everything compared agreed; 1: a difference or a failed step; 2: the Metal half did not run."""
+        return 1 if self.failures else 2 if self.incomplete else 0
+
     def markdown(self) -> str:
-        verdict = ("**Result: every check passed.**" if self.ok else
-                   "**Result: FAILED** — " + "; ".join(self.failures))
+        verdict = ("**Result: FAILED** — " + "; ".join(self.failures) if self.failures else
+                   f"**Result: incomplete** — {self.incomplete}." if self.incomplete else
+                   "**Result: every check passed.**")
         return "\n\n".join(["# triton-apple self-check", verdict, *self.sections]) + "\n"
 
 
@@ -335,6 +343,8 @@ def run(size: Optional[str] = None, metal: str = "auto") -> Report:
     half = choose_metal(metal)
     size = size or ("full" if half.kind == "mps" else "quick")
     sizes = SIZES[size]
+    if not half.runs:
+        report.incomplete = f"the Metal half did not run ({half.reason}): nothing was compared"
     try:
         note = _emulator_note()
         emulator_ok = not note.startswith("unavailable")
@@ -368,10 +378,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     text = report.markdown()
     if args.report:
         Path(args.report).write_text(text, encoding="utf-8")
-        print(f"self-check report written to {args.report}: {'passed' if report.ok else 'FAILED'}")
+        verdict = "FAILED" if report.failures else "incomplete" if report.incomplete else "passed"
+        print(f"self-check report written to {args.report}: {verdict}")
     else:
         sys.stdout.write(text)
-    return 0 if report.ok else 1
+    return report.exit_status
 
 
 if __name__ == "__main__":
