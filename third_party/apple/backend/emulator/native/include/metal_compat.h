@@ -211,6 +211,8 @@ template <class T> inline T load_lane(const tt_simd_xchg *x, uint lane) {
 
 template <class T, class U> inline T as_type(U x) {
   static_assert(sizeof(T) == sizeof(U), "as_type: source and destination types must have the same size");
+  static_assert(!__is_pointer(T) && !__is_pointer(U),
+                "as_type reinterprets scalars and vectors, not pointers (MSL specification 2.21)");
   using E = __tt::elem_t<U>;
   if constexpr (__tt::is_same<E, bfloat>::value) { /* see __tt::opaque */
     __tt::rebind_t<U, ushort> bits;
