@@ -2148,7 +2148,7 @@ ToolLaunch *tools_take(Launch *L) {
   T->dev_race = (arm.tools & TT_TOOL_RACE) && L->total_tg <= 0xffffffffull;
   for (const Group &g : L->groups) {
     size_t n = g.hi - g.lo;
-    if (!n)
+    if (!n || g.scalar) // a `constant T&` scalar is a launch argument, not memory the kernel moves
       continue;
     DevShadow ds;
     ds.lo = (uintptr_t)g.data;

@@ -1,0 +1,146 @@
+"""The emulator's profiler (emulator.profile(), TRITON_APPLE_EMULATOR_PROFILE=1): every number of a launch's profile
+on hand-written MSL whose traffic, access widths, bank conflicts, barriers and FLOPs are known exactly."""
+import pytest
+import torch
+
+from support.emulator_msl import msl
+
+
+def _profile(emu, k, **launch):
+    with emu.profile() as p:
+        k.launch(**launch)
+    assert len(p.launches) == 1
+    return p.launches[0]
+
+
+COPY4 = msl("""
+kernel void copy4(device const float4* x [[buffer(0)]], device float4* y [[buffer(1)]],
+                  uint gid [[thread_position_in_grid]]) {
+    y[gid] = x[gid];
+}
+""")
+
+
+def test_16_byte_copy_moves_each_byte_once(emu):
+    k = emu.compile_msl(COPY4, "copy4")
+    x, y = torch.randn(4 * 256), torch.zeros(4 * 256)
+    d = _profile(emu, k, grid=2, threadgroup=128, buffers=[x, y])
+    assert torch.equal(x, y)
+    assert d["global_loads_by_width"] == {1: 0, 2: 0, 4: 0, 8: 0, 16: 256}
+    assert d["global_stores_by_width"] == {1: 0, 2: 0, 4: 0, 8: 0, 16: 256}
+    assert d["global_bytes_read"] == d["global_bytes_written"] == 4096
+    assert d["global_bytes_minimal"] == d["global_bytes_moved"] == 8192
+    assert d["moved_over_minimal"] == 1.0 and d["share_16_byte"] == 1.0
+    assert d["simd_memory_instructions"] == 2 * 2 * 4 and d["simd_lane_utilisation"] == 1.0
+    assert d["threadgroups"] == 2 and d["barriers"] == 0 and d["threadgroup_loads"] == 0
+
+
+def test_every_lane_reading_one_word_moves_it_once_per_instruction(emu):
+    src = msl("""
+kernel void bcast(device const float* x [[buffer(0)]], device float* y [[buffer(1)]],
+                  uint gid [[thread_position_in_grid]]) {
+    y[gid] = x[0] + x[gid];
+}
+""")
+    k = emu.compile_msl(src, "bcast")
+    x, y = torch.randn(64), torch.zeros(64)
+    d = _profile(emu, k, grid=1, threadgroup=64, buffers=[x, y])
+    # per lane: 2 loads of 4 bytes and a store; per SIMD instruction x[0] counts once
+    assert d["global_bytes_read"] == 2 * 64 * 4
+    assert d["global_read_distinct"] == 64 * 4 and d["global_written_distinct"] == 64 * 4
+    assert d["global_bytes_moved"] == 2 * 4 + 64 * 4 + 64 * 4
+
+
+BANKS = msl("""
+kernel void banks(device float* out [[buffer(0)]], constant uint& stride [[buffer(1)]],
+                  uint tid [[thread_index_in_threadgroup]]) {
+    threadgroup float t[32 * 33];
+    t[(tid * stride) % (32 * 33)] = float(tid);
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    out[tid] = t[0];                                     // every lane reads one word: a broadcast
+}
+""")
+
+
+@pytest.mark.parametrize("stride, degree", [(1, 1), (2, 2), (4, 4), (32, 32), (33, 1)])
+def test_bank_conflict_degree_of_strided_stores(emu, stride, degree):
+    k = emu.compile_msl(BANKS, "banks")
+    out = torch.zeros(32)
+    d = _profile(emu, k, grid=1, threadgroup=32, buffers=[out, emu.Scalar(stride, "uint")])
+    assert d["bank_model"] == {"banks": 32, "bank_bytes": 4}
+    assert d["threadgroup_simd_accesses"] == 2 and d["threadgroup_stores"] == 32 and d["threadgroup_loads"] == 32
+    # the store takes `degree` cycles (32 lanes over 32 / degree banks), the broadcast load one
+    assert d["bank_cycles"] == degree + 1 and d["bank_cycles_ideal"] == 2
+    assert d["bank_conflict_worst"] == degree
+    assert d["threadgroup_conflicted_accesses"] == (degree > 1)
+    assert d["barriers"] == 1 and d["barriers_per_threadgroup"] == 1.0
+
+
+def test_half_the_lanes_in_a_branch(emu):
+    src = msl("""
+kernel void half_lanes(device float* y [[buffer(0)]], uint lane [[thread_index_in_simdgroup]],
+                       uint gid [[thread_position_in_grid]]) {
+    if (lane < 16) y[gid] = 1.0f;
+}
+""")
+    k = emu.compile_msl(src, "half_lanes")
+    d = _profile(emu, k, grid=1, threadgroup=128, buffers=[torch.zeros(128)])
+    assert d["simd_memory_instructions"] == 4 and d["simd_lane_utilisation"] == 0.5
+
+
+def test_simdgroup_matrix_and_fma_flops(emu):
+    src = msl("""
+kernel void mma(device const float* a [[buffer(0)]], device float* c [[buffer(1)]],
+                uint lane [[thread_index_in_simdgroup]]) {
+    simdgroup_float8x8 A, C = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
+    simdgroup_load(A, a, 8);
+    for (int i = 0; i < 3; ++i) simdgroup_multiply_accumulate(C, A, A, C);
+    simdgroup_store(C, c, 8);
+    c[64 + lane] = fma(a[lane], 2.0f, 1.0f);
+}
+""")
+    k = emu.compile_msl(src, "mma")
+    a, c = torch.randn(64), torch.zeros(96)
+    d = _profile(emu, k, grid=2, threadgroup=64, buffers=[a, c])
+    A = a.view(8, 8).double()
+    assert torch.allclose(c[:64].view(8, 8).double(), 3 * (A @ A), rtol=1e-4, atol=1e-4)
+    assert torch.equal(c[64:], a[:32] * 2 + 1)
+    assert d["simdgroup_matrix_ops"] == 3 * 2 * 2  # 3 per simdgroup, 2 simdgroups, 2 threadgroups
+    assert d["simdgroup_matrix_flops"] == 1024 * 12
+    assert d["fma_calls"] == 2 * 64 and d["fma_flops"] == 2 * 2 * 64
+    assert d["simdgroup_matrix_share"] == pytest.approx(1024 * 12 / (1024 * 12 + 4 * 64))
+
+
+def test_profile_knob_prints_a_line_per_launch(emu, monkeypatch, capfd):
+    monkeypatch.setenv("TRITON_APPLE_EMULATOR_PROFILE", "1")
+    k = emu.compile_msl(COPY4, "copy4")
+    x, y = torch.randn(4 * 128), torch.zeros(4 * 128)
+    k.launch(grid=1, threadgroup=128, buffers=[x, y])
+    k.launch(grid=1, threadgroup=128, buffers=[x, y])
+    err = capfd.readouterr().err
+    assert err.count("emulator profile: copy4 grid=(1, 1, 1)") == 2
+    assert "moved/minimal 1.00, 16-byte share 1.00" in err
+    monkeypatch.delenv("TRITON_APPLE_EMULATOR_PROFILE")
+    k = emu.compile_msl(COPY4, "copy4")
+    k.launch(grid=1, threadgroup=128, buffers=[x, y])
+    assert "emulator profile" not in capfd.readouterr().err
+
+
+def test_profile_of_a_triton_kernel(emu, device):
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def scale_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(y_ptr + offs, 2.0 * tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+    x = torch.randn(4096)
+    y = torch.empty_like(x)
+    with emu.profile() as p:
+        scale_kernel[(4, )](x, y, 4096, BLOCK=1024, num_warps=4)
+    assert torch.equal(y, 2 * x)
+    (d, ) = p.launches
+    assert d["kernel"] == "scale_kernel" and d["grid"] == (4, 1, 1) and d["threadgroup"] == (128, 1, 1)
+    assert d["global_read_distinct"] == d["global_written_distinct"] == 4096 * 4
+    assert d["share_16_byte"] > 0.9 and d["moved_over_minimal"] < 1.01
