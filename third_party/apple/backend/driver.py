@@ -127,10 +127,14 @@ class EmulatorFunction:
     """What `load_binary` returns on the emulator: the kernel's MSL, compiled by clang on first launch, where
     the launcher can map compiler errors back to Triton ops through the kernel's location map."""
 
-    def __init__(self, name: str, source: Union[str, bytes]):
+    def __init__(self, name: str, source: Union[str, bytes], build_now: bool = False):
         self.name = name
         self.source = source
         self._kernel = None
+        self._build = None
+        if build_now:  # started in the background, joined at the first launch (emulator/background.py)
+            from .emulator import background
+            self._build = background.start(source, name)
 
     @property
     def is_compiled(self) -> bool:
@@ -138,9 +142,10 @@ class EmulatorFunction:
 
     def compiled(self, locations: MslLocations):
         if self._kernel is None:
-            from .emulator import EmulatorCompileError, compile_msl
+            from .emulator import EmulatorCompileError, background
             try:
-                self._kernel = compile_msl(self.source, self.name)
+                self._kernel = background.result(self._build, self.source, self.name)
+                self._build = None
             except EmulatorCompileError as e:
                 raise EmulatorCompileError(locations.explain(str(e), e.msl_lines), e.msl_lines, e.diagnostics,
                                            e.kernel_name) from None
@@ -238,7 +243,7 @@ class AppleUtils:
             lib, fn = compile_metal(name, source)
             max_threads = int(getattr(fn, "max_threads_per_threadgroup", MAX_THREADS_PER_THREADGROUP))
             return lib, fn, registers_per_thread(max_threads, fam), 0, max_threads
-        fn = EmulatorFunction(name, kernel)  # compile_msl checks the bytes and names the kernel if damaged
+        fn = EmulatorFunction(name, kernel, build_now=True)  # compile_msl checks the bytes, names the kernel if damaged
         return fn, fn, registers_per_thread(MAX_THREADS_PER_THREADGROUP, fam), 0, MAX_THREADS_PER_THREADGROUP
 
     def unload_module(self, module) -> None:

@@ -1,0 +1,59 @@
+"""Kernel libraries built before their first launch, in a small pool of threads.
+
+`load_binary` hands the MSL of a kernel over as soon as Triton has lowered it, but the library is needed only at
+the kernel's first launch. Where many kernels are loaded before any runs (torch.compile loads every kernel of a
+graph before it runs the graph) their clang builds, each a subprocess, then run side by side and alongside the
+lowering of the next kernels, instead of one after another at each first launch. Where a launch follows its
+load at once (an autotuner benchmarking config after config), the launch simply waits for its own build.
+
+Nothing about a build changes: it is `compile_msl` (the same cache entry, its locks and trust rules), called from
+a worker thread; its result or its error is what the first launch gets (:func:`result`). A child forked while
+builds are pending cannot wait for them (the pool's threads do not exist there): it builds on its own.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Optional, Union
+
+_pool: Optional[ThreadPoolExecutor] = None
+_pool_pid = 0
+_lock = threading.Lock()
+
+
+def workers() -> int:
+    """Builds at once: one per core (each is one clang process), at least 2 so that a build overlaps the
+    lowering of the next kernel, at most 8."""
+    return max(2, min(8, os.cpu_count() or 1))
+
+
+def start(source: Union[str, bytes], kernel_name: str) -> Future:
+    """Start building `kernel_name`'s library from `source` (`compile_msl` in a worker thread)."""
+    global _pool, _pool_pid
+    from .kernel import compile_msl
+    with _lock:
+        if _pool is None or _pool_pid != os.getpid():
+            _pool = ThreadPoolExecutor(max_workers=workers(), thread_name_prefix="apple-emulator-build")
+            _pool_pid = os.getpid()
+        future = _pool.submit(compile_msl, source, kernel_name)
+    future.pid = os.getpid()
+    return future
+
+
+def result(future: Optional[Future], source: Union[str, bytes], kernel_name: str):
+    """The EmulatorKernel `future` (from :func:`start`) builds, or its error; built here when there is no future
+    or it belongs to the process this one was forked from."""
+    if future is None or getattr(future, "pid", None) != os.getpid():
+        from .kernel import compile_msl
+        return compile_msl(source, kernel_name)
+    return future.result()
+
+
+def _after_fork_in_child() -> None:
+    global _lock, _pool
+    _lock = threading.Lock()
+    _pool = None  # its threads are the parent's; the child starts its own pool when it needs one
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
