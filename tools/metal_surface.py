@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Set, Tuple
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tools"))
+sys.path.insert(0, str(REPO / "tools"))  # tools/ is scripts, not a package: its rules module sits beside it
 
 import metal_spec  # noqa: E402  (tools/metal_spec.py)
 

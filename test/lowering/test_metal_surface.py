@@ -1,16 +1,17 @@
 """docs/mac.md's Metal surface table (tools/metal_surface.py, rules in tools/metal_spec.py) is current: it holds every
 use of Metal the MSL library and the lowering's spellings make, each row's verdict is what the specification's rules
 give now, no row is outside the specification, and tools/metal_probe.metal is the probe of its unverified rows."""
+import importlib.util
 import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tools"))
-
-import metal_spec  # noqa: E402
-import metal_surface  # noqa: E402
+_TOOL = Path(__file__).resolve().parents[2] / "tools" / "metal_surface.py"
+_spec = importlib.util.spec_from_file_location("metal_surface", _TOOL)
+metal_surface = sys.modules["metal_surface"] = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(metal_surface)  # a script of tools/, not a package: loaded from its file
+metal_spec = metal_surface.metal_spec
 
 
 @pytest.fixture(scope="module")
