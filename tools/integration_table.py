@@ -84,6 +84,25 @@ HOST_CUDA = [
      "native SM90/SM100 path chosen by CUDA capability.", "no: fallback Function"),
     ("liger-kernel 0.8.5", "liger_kernel/ops/_nvidia_shared.py:69", "`num_sms()` reads torch.cuda properties.",
      "only the NVIDIA helpers use it"),
+    ("mamba-ssm 2.3.2.post1", "mamba_ssm/__init__.py:3, ops/selective_scan_interface.py:20", "the package root "
+     "imports `selective_scan_cuda`, the CUDA extension MAMBA_SKIP_CUDA_BUILD=TRUE skips, so `import mamba_ssm` fails "
+     "and transformers falls back to its torch Mamba2 path. Shim (test/models/conftest.py): an empty module of that "
+     "name before the import; Mamba 1's selective scan is never called.", "yes, without the shim"),
+    ("mamba-ssm 2.3.2.post1", "mamba_ssm/ops/triton/ssd_*.py, selective_state_update.py, layernorm_gated.py "
+     "(every launch)", "`with torch.cuda.device(x.device.index)`: a CPU tensor's index is None, which the CPU build of "
+     "torch turns into a TypeError. Shim: `torch.cuda.device(None)` as a no-op (any other index is refused).",
+     "yes, without the shim"),
+    ("mamba-ssm 2.3.2.post1", "ops/triton/ssd_chunk_scan.py:1485,1534, ssd_chunk_state.py:937, "
+     "layernorm_gated.py:309", "backward kernels size their grids by "
+     "`torch.cuda.get_device_properties(x.device).multi_processor_count`. Shim: for a CPU device, the apple driver's "
+     "`multiprocessor_count`.", "the backward, without the shim"),
+    ("mamba-ssm 2.3.2.post1", "setup.py (bdist_wheel)", "without MAMBA_FORCE_BUILD=TRUE it downloads a prebuilt "
+     "CUDA wheel from outside PyPI, naming it after `torch.version.cuda` (None on a CPU-only torch: a TypeError). "
+     "scripts/install.sh sets both switches.", "the install, without the switch"),
+    ("transformers 5.23.0", "models/mamba2/modeling_mamba2.py:481", "in training mode without a cache Mamba2 calls "
+     "mamba-ssm's `mamba_split_conv1d_scan_combined`, which needs the causal-conv1d CUDA extension. test/models runs "
+     "the model in eval mode (it has no dropout): the chunked scan and its backward are mamba-ssm's Triton kernels.",
+     "training mode (not tested)"),
 ]
 
 # liger ops with no test here yet (no torch reference written, or distributed-only).
@@ -210,7 +229,21 @@ def render(results):
     out += ["", "## Library host code that assumes CUDA", "", "| library | where | what | blocks a test? |",
             "|---|---|---|---|"]
     out += [f"| {lib} | `{w}` | {what} | {blocks} |" for lib, w, what, blocks in HOST_CUDA]
-    return "\n".join(out) + "\n"
+    return "\n".join(out) + "\n" + hand_written()
+
+
+# docs/integration.md from this line on is written by hand (whole models, cold start) and kept on regeneration.
+HAND_WRITTEN = "<!-- Written by hand from here on: tools/integration_table.py keeps it when it regenerates the page. -->"
+
+
+def hand_written() -> str:
+    try:
+        with open(os.path.join(ROOT, "docs", "integration.md")) as f:
+            page = f.read()
+    except FileNotFoundError:
+        return ""
+    at = page.find(HAND_WRITTEN)
+    return "" if at < 0 else "\n" + page[at:]
 
 
 def main():
