@@ -61,14 +61,54 @@ class LinearLayout:
         return _xor(c, self._apply(self.warp, warp, self.rank))
 
     def free_reg_mask(self) -> int:
-        """Register bits whose basis is zero: registers that repeat data held by another register."""
-        return sum(1 << i for i, b in enumerate(self.reg) if not any(b))
+        """Register bits that index copies: a register with any of them set repeats data held elsewhere (by another
+        register of the thread, or, in a layout that holds elements twice, by another thread). With the lane and
+        warp masks, every element has exactly one holder whose index has none of these bits set."""
+        return self._copy_masks[0]
 
     def free_lane_mask(self) -> int:
-        return sum(1 << i for i, b in enumerate(self.lane) if not any(b))
+        return self._copy_masks[1]
 
     def free_warp_mask(self) -> int:
-        return sum(1 << i for i, b in enumerate(self.warp) if not any(b))
+        return self._copy_masks[2]
+
+    @functools.cached_property
+    def _copy_masks(self) -> Tuple[int, int, int]:
+        """(register, lane, warp) bit masks of the copies. The (register, lane, warp) indices that hold the same
+        element differ by a vector of the kernel of the layout's map over GF(2); in a basis of that kernel in
+        reduced echelon form each vector has a pivot bit no other one has, so exactly one index of each element's
+        holders has every pivot bit clear. A zero basis is a kernel vector by itself (its bit is its pivot, as
+        for replicated lanes of blocked layouts); `#ttg.generic_linear` layouts may also repeat a combination of
+        other bases (a warp basis equal to a lane basis), which makes a pivot of the higher bit (warps before lanes
+        before registers)."""
+        nr, nl = len(self.reg), len(self.lane)
+        images = [_pack(b, self.shape) for b in self.reg + self.lane + self.warp]
+        # elimination of the images, tracking which index bits make each: the combinations that vanish span the kernel
+        rows: List[Tuple[int, int]] = []
+        kernel: List[int] = []
+        for i, img in enumerate(images):
+            combo = 1 << i
+            for pv, pc in rows:
+                if img ^ pv < img:
+                    img, combo = img ^ pv, combo ^ pc
+            if img:
+                rows.append((img, combo))
+                rows.sort(key=lambda t: -t[0])
+            else:
+                kernel.append(combo)
+        # reduced echelon form of the kernel with each vector's highest bit as its pivot
+        reduced: List[int] = []
+        for v in kernel:
+            for r in reduced:
+                if v & (1 << (r.bit_length() - 1)):
+                    v ^= r
+            if v:
+                pivot = 1 << (v.bit_length() - 1)
+                reduced = [r ^ v if r & pivot else r for r in reduced] + [v]
+        pivots = 0
+        for r in reduced:
+            pivots |= 1 << (r.bit_length() - 1)
+        return pivots & ((1 << nr) - 1), pivots >> nr & ((1 << nl) - 1), pivots >> (nr + nl)
 
     def is_injective_modulo_zero_bases(self) -> bool:
         """True when the non-zero bases are linearly independent (no data held twice except via zero bases)."""

@@ -2,5 +2,5 @@
 from .core import Block, Function, Location, Module, Op, Region, Value
 from .parser import IRParseError, parse_module
 from .printer import print_module
-from .types import (BlockedEncoding, DotOperandEncoding, Encoding, LinearEncoding, MemDescType, PointerType,
-                    ScalarType, SharedEncoding, SliceEncoding, TensorType, Type)
+from .types import (BlockedEncoding, DotOperandEncoding, Encoding, GenericLinearEncoding, LinearEncoding, MemDescType,
+                    PointerType, ScalarType, SharedEncoding, SliceEncoding, TensorType, Type)

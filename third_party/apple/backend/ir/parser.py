@@ -11,9 +11,9 @@ import re
 from typing import Dict, List, Optional, Tuple
 
 from .core import Block, Function, Location, Module, Op, Region, UNKNOWN, Value
-from .types import (BlockedEncoding, DotOperandEncoding, Encoding, FunctionType, LinearEncoding, MemDescType,
-                    OpaqueEncoding, OpaqueType, PointerType, ScalarType, SharedEncoding, SliceEncoding, TensorType,
-                    Type, FLOAT_WIDTHS, INT_WIDTHS, I1)
+from .types import (BlockedEncoding, DotOperandEncoding, Encoding, FunctionType, GenericLinearEncoding,
+                    LinearEncoding, MemDescType, OpaqueEncoding, OpaqueType, PointerType, ScalarType, SharedEncoding,
+                    SliceEncoding, TensorType, Type, FLOAT_WIDTHS, INT_WIDTHS, I1)
 
 
 class IRParseError(Exception):
@@ -170,6 +170,23 @@ def parse_attr_dict(s: str, aliases: Dict[str, str]) -> Dict[str, object]:
     return out
 
 
+def _encoding_params(body: str) -> Dict[str, object]:
+    """The parameters of an encoding's body: an attribute dictionary `{k = v, ...}`, optionally followed by
+    `, key = value` pairs outside it (`#ttg.shared_linear<{offset = [...]}, alignment = 16>`)."""
+    out: Dict[str, object] = {}
+    if not body.startswith("{"):
+        return out
+    for i, item in enumerate(split_top(body)):
+        if i == 0:
+            out.update(parse_attr_dict(item, {}))
+            continue
+        eq = find_top(item, "=")
+        if eq < 0:
+            raise IRParseError(f"cannot read encoding parameter {item!r} in {body!r}")
+        out[item[:eq].strip()] = parse_attr_value(item[eq + 1:], {})
+    return out
+
+
 # ----------------------------------------------------------------------------------------------
 # Types and encodings
 
@@ -196,20 +213,22 @@ class TypeParser:
         kind, body = m.group(1), m.group(2)
         if kind == "shared_memory":
             return OpaqueEncoding(text)
-        params = parse_attr_dict(body, {}) if body.startswith("{") else {}
+        params = _encoding_params(body)
         if kind == "blocked":
             return BlockedEncoding(tuple(params["sizePerThread"]), tuple(params["threadsPerWarp"]),
                                    tuple(params["warpsPerCTA"]), tuple(params["order"]))
         if kind == "slice":
             return SliceEncoding(int(params["dim"]), self.encoding(str(params["parent"])))
-        if kind == "linear":
-            return LinearEncoding(tuple(tuple(b) for b in params.get("register", [])),
-                                  tuple(tuple(b) for b in params.get("lane", [])),
-                                  tuple(tuple(b) for b in params.get("warp", [])))
+        if kind in ("linear", "generic_linear"):
+            cls = LinearEncoding if kind == "linear" else GenericLinearEncoding
+            return cls(tuple(tuple(b) for b in params.get("register", [])),
+                       tuple(tuple(b) for b in params.get("lane", [])), tuple(tuple(b) for b in params.get("warp", [])))
         if kind == "dot_op":
             return DotOperandEncoding(int(params["opIdx"]), self.encoding(str(params["parent"])),
                                       int(params.get("kWidth", 0)))
-        if kind.endswith("shared"):
+        if kind.endswith("shared") or kind == "shared_linear":
+            # `#ttg.shared_linear<{offset = [[..]], block = [..]}, alignment = 16>`: which offset holds each element;
+            # the lowering keeps its own (row-major) placement of every shared buffer, as for the other kinds
             order = tuple(params.get("order", ()))
             return SharedEncoding(kind, body, order)
         return OpaqueEncoding(text)
@@ -234,7 +253,9 @@ class TypeParser:
             shape, elem = self._shape_and_elem(parts[0])
             enc = self.encoding(parts[1]) if len(parts) > 1 else None
             space = parts[2] if len(parts) > 2 else ""
-            return MemDescType(shape, elem, enc, space, "mutable" in parts[3:])
+            alloc = [p for p in parts[3:] if re.fullmatch(r"\d+(?:x\d+)*", p.strip())]
+            alloc_shape = tuple(int(n) for n in alloc[0].split("x")) if alloc else None
+            return MemDescType(shape, elem, enc, space, "mutable" in parts[3:], alloc_shape)
         if s.startswith("(") and "->" in s:
             arrow = find_top(s, "->")
             ins = [self.parse(t) for t in split_top(_unwrap(s[:arrow].strip(), "(", ")")) if t]
@@ -681,6 +702,12 @@ class ModuleParser:
             head_wo_attrs = self._custom_attributes(name, head_wo_attrs, attrs)
         if name == "arith.constant":
             attrs["value"] = head_wo_attrs.strip()
+        if name == "ttg.memdesc_subslice":  # `%buf[16, 8]`: the view's offsets, printed after the operand
+            m = re.search(r"\[([-\d,\s]*)\]", head_wo_attrs)
+            if not m:
+                raise IRParseError(f"{name}: cannot find the offsets in {head.strip()!r}")
+            attrs["offsets"] = [int(x) for x in m.group(1).split(",") if x.strip()]
+            head_wo_attrs = head_wo_attrs[:m.start()] + head_wo_attrs[m.end():]
         if name == "tt.dot_scaled":  # `%a scale %sa, %b, %c`: the operand list alone cannot say whose scale it is
             parts = split_top(_REGION_RE.sub(" ", head_wo_attrs))
             attrs["lhs_scaled"] = "scale" in parts[0].split()

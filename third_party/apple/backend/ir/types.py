@@ -131,6 +131,18 @@ class LinearEncoding(Encoding):
 
 
 @dataclass(frozen=True)
+class GenericLinearEncoding(LinearEncoding):
+    """`#ttg.generic_linear`: bases as `#ttg.linear` prints them, without its restriction to layouts that hold each
+    element once (after removing zero bases); Gluon's `DistributedLinearLayout` prints this way when its bases are
+    not a permutation: warp bases that repeat lane or register bases (elements held twice), or bases that are not
+    powers of two (swizzled warps). The layout is the same XOR of bases."""
+
+    def text(self) -> str:
+        return (f"#ttg.generic_linear<{{register = {_bases(self.register)}, lane = {_bases(self.lane)}, "
+                f"warp = {_bases(self.warp)}, block = []}}>")
+
+
+@dataclass(frozen=True)
 class DotOperandEncoding(Encoding):
     op_idx: int
     parent: Encoding
@@ -206,11 +218,14 @@ class MemDescType(_Shaped, Type):
     encoding: Optional[Encoding]
     memory_space: str
     mutable: bool = False
+    # the shape of the buffer a view (`ttg.memdesc_subslice`, `ttg.memdesc_index`) was taken from, where it differs
+    alloc_shape: Optional[Tuple[int, ...]] = None
 
     def __str__(self) -> str:
         enc = f", {self.encoding.text()}" if self.encoding is not None else ""
         mut = ", mutable" if self.mutable else ""
-        return f"!ttg.memdesc<{self._dims()}{self.element}{enc}, {self.memory_space}{mut}>"
+        alloc = ", " + "x".join(str(n) for n in self.alloc_shape) if self.alloc_shape else ""
+        return f"!ttg.memdesc<{self._dims()}{self.element}{enc}, {self.memory_space}{mut}{alloc}>"
 
 
 @dataclass(frozen=True)

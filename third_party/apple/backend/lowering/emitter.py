@@ -47,6 +47,9 @@ class Lowered:
     # a bfloat16 value that is also held unrounded in float: that float value (a bfloat16 scan's accumulator,
     # which `arith.extf` to float32 of the scan result reads instead of the rounded value; see scan_ops)
     unrounded: Optional["Lowered"] = None
+    # a `!ttg.memdesc` view (local_memory_ops): the element strides of its dimensions in threadgroup memory, when
+    # they are not the row-major strides of its own shape (a subslice or a transposed view of a buffer)
+    strides: Optional[Tuple[int, ...]] = None
 
     @property
     def is_tensor(self) -> bool:
@@ -274,6 +277,13 @@ class FunctionEmitter:
         ctype = _STORED_AS.get(ctype, ctype)
         ptr = self.target.threadgroup_pointer(ctype)
         self.emit(f"{ptr} {name} = ({ptr})(tt_smem + {offset});")
+        return name
+
+    def tg_offset_view(self, view: str, ctype: str, elements: str, hint: str) -> str:
+        """Declare a pointer `name` to `elements` (an MSL expression) elements past `view`, a `tg_view` of `ctype`."""
+        name = self.temp(hint)
+        ptr = self.target.threadgroup_pointer(_STORED_AS.get(ctype, ctype))
+        self.emit(f"{ptr} {name} = {view} + ({elements});" if elements != "0" else f"{ptr} {name} = {view};")
         return name
 
     @staticmethod
