@@ -399,7 +399,7 @@ class EmulatorKernel:
         if res is not None and res.events:
             self._warn_events(res)
         if res is not None and res.status != 0:
-            err = self._launch_error(res, threadgroup)
+            err = self._launch_error(res, threadgroup, so)
             if res.status in (_tools.STATUS_RACE, _tools.STATUS_UNINIT) and found:
                 lines = sorted({n for f in found for n in f.msl_lines})
                 first = found[0]
@@ -454,7 +454,11 @@ class EmulatorKernel:
                 f"({count} time(s) in this launch, first with operands {a}, {b}). "
                 "Set TRITON_APPLE_EMULATOR_UB=error to make this fatal."), stacklevel=4)
 
-    def _launch_error(self, res: LaunchResult, threadgroup: Tuple[int, int, int]) -> EmulatorLaunchError:
+    def _launch_error(self, res: LaunchResult, threadgroup: Tuple[int, int, int],
+                      so_path: Optional[Path] = None) -> EmulatorLaunchError:
+        """The error of a failed launch; `so_path`: the library that ran (default: the kernel's own; the tools
+        build's when it ran under them)."""
+        so_path = self.so_path if so_path is None else so_path
         msg = res.message.decode(errors="replace")
         kind = _STATUS_KINDS.get(res.status, "internal")
         lines = list(res.lines)
@@ -463,8 +467,8 @@ class EmulatorKernel:
             msg += text
             lines += array_lines
         module = res.pc_module.decode(errors="replace")
-        if res.pc and module and os.path.realpath(module) == os.path.realpath(str(self.so_path)):
-            loc = symbolize(str(self.so_path), res.pc_offset, f"{self.name}.metal")
+        if res.pc and module and os.path.realpath(module) == os.path.realpath(str(so_path)):
+            loc = symbolize(str(so_path), res.pc_offset, f"{self.name}.metal")
             if loc:
                 lines.append(loc[0])
                 msg += f"\n  at MSL line {loc[0]}:{loc[1]}: {self._source_line(loc[0])}"

@@ -1,0 +1,245 @@
+"""What the emulator's profiler measures on the tutorial-style, Liger and fla kernels: per kernel launch, global bytes
+moved over the minimal bytes, the share of global traffic in 16-byte accesses, threadgroup-memory accesses and their
+bank-conflict degree, barriers per threadgroup, the share of FLOPs on simdgroup_matrix and the SIMD lanes memory
+instructions use; then a roofline estimate per Apple chip.
+
+Every number comes from `triton.backends.apple.emulator.profile()` (emulator/tools.py; definitions in the emulator
+README, "Sanitizer and profiler"): exact counts of what the generated MSL does on the emulator, not timings. Per
+column:
+- moved/min: bytes the kernel's SIMD-wide global instructions move (each instruction's distinct bytes) over the
+  distinct bytes the launch touches; 1.00 means every byte once.
+- 16B: share of global bytes in 16-byte (float4-wide) accesses.
+- tg acc: SIMD-wide threadgroup-memory instructions per threadgroup.
+- conflict: bank cycles over the fewest the bytes need, summed over those instructions (1.00: conflict-free), and
+  the worst single instruction, under tools.BANK_MODEL (32 banks of 4 bytes: Apple documents none).
+- barriers: threadgroup barriers per threadgroup.
+- sgm share: simdgroup_matrix FLOPs over simdgroup_matrix + fma() FLOPs (dots only; elementwise math is not
+  counted).
+- lanes: active lanes per memory instruction over 32.
+
+The roofline: for each Apple family's base chip (target.GPU_FAMILIES: FP32 peak = GPU cores x 128 lanes x 2 x
+clock) with its peak DRAM bandwidth from the one chip table (backend/host.py, PEAK_GBPS), the time the minimal
+bytes need at peak bandwidth and the time the counted FLOPs need at peak: the larger bounds the kernel from below.
+A PNG per kernel needs matplotlib, which this project does not install: the table is printed instead.
+
+Each launch is checked against torch; a wrong result exits with status 1.
+
+    python -m bench.profile_report [--only tutorial,liger,fla] [--kernels "softmax,rms_norm"]
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Callable, Dict, List, Optional, Tuple
+
+import torch
+
+from . import cases
+from .report_table import table
+
+# ------------------------------------------------------------------------------------------------ the kernels
+
+
+def _gen(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def _randn(g, *shape, scale=1.0, dtype=torch.float32):
+    return (torch.randn(*shape, generator=g) * scale).to(dtype)
+
+
+def _liger(module: str):
+    import importlib
+    return importlib.import_module(f"liger_kernel.ops.{module}")
+
+
+def _rms(x, eps):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+
+
+def _rotate_half(x):
+    a, b = x.chunk(2, dim=-1)
+    return torch.cat((-b, a), dim=-1)
+
+
+# name -> () -> (run, reference): run() returns the outputs, reference() the torch values; tolerance per case
+LibraryCase = Tuple[Callable[[], object], Callable[[], object], float]
+
+
+def _liger_cases() -> Dict[str, Callable[[], LibraryCase]]:
+    import torch.nn.functional as F
+
+    def rms_norm():
+        g = _gen(1)
+        x, w = _randn(g, 64, 1024), _randn(g, 1024)
+        return (lambda: _liger("rms_norm").LigerRMSNormFunction.apply(x, w, 1e-6, 0.0, "llama", False),
+                lambda: _rms(x, 1e-6) * w, 1e-4)
+
+    def layer_norm():
+        g = _gen(2)
+        x, w, b = _randn(g, 64, 1024), _randn(g, 1024), _randn(g, 1024)
+        return (lambda: _liger("layer_norm").LigerLayerNormFunction.apply(x, w, b, 1e-5),
+                lambda: F.layer_norm(x, (1024, ), w, b, 1e-5), 1e-4)
+
+    def swiglu():
+        g = _gen(3)
+        a, b = _randn(g, 64, 1024), _randn(g, 64, 1024)
+        return (lambda: _liger("swiglu").LigerSiLUMulFunction.apply(a, b), lambda: F.silu(a) * b, 1e-5)
+
+    def rope():
+        g = _gen(4)
+        B, H, T, D = 2, 4, 64, 64
+        q, k = _randn(g, B, H, T, D), _randn(g, B, 2, T, D)
+        inv = 1.0 / (10000**(torch.arange(0, D, 2, dtype=torch.float32) / D))
+        emb = torch.cat((torch.outer(torch.arange(T, dtype=torch.float32), inv), ) * 2, -1)[None]
+        cos, sin = emb.cos(), emb.sin()
+
+        def ref():
+            c, s = cos.unsqueeze(1), sin.unsqueeze(1)
+            return q * c + _rotate_half(q) * s, k * c + _rotate_half(k) * s
+        return (lambda: _liger("rope").LigerRopeFunction.apply(q.clone(), k.clone(), cos, sin), ref, 1e-5)
+
+    def cross_entropy():
+        g = _gen(5)
+        x, t = _randn(g, 32, 2048, scale=2.0), torch.randint(0, 2048, (32, ), generator=g)
+        return (lambda: _liger("cross_entropy").LigerCrossEntropyFunction.apply(x.clone(), t, None, -100)[0],
+                lambda: F.cross_entropy(x, t), 1e-4)
+
+    return {"liger rms_norm": rms_norm, "liger layer_norm": layer_norm, "liger swiglu": swiglu,
+            "liger rope": rope, "liger cross_entropy": cross_entropy}
+
+
+def _fla_cases() -> Dict[str, Callable[[], LibraryCase]]:
+
+    def layer_norm():
+        from fla.modules.norm.layernorm import layer_norm as fla_layer_norm
+        g = _gen(6)
+        x, w, b = _randn(g, 64, 512), _randn(g, 512), _randn(g, 512)
+        return (lambda: fla_layer_norm(x, w, b, eps=1e-5),
+                lambda: torch.nn.functional.layer_norm(x, (512, ), w, b, 1e-5), 1e-4)
+
+    def chunk_linear_attn():
+        from fla.ops.linear_attn import chunk_linear_attn as fla_chunk
+        g = _gen(7)
+        q, k, v = (_randn(g, 1, 64, 2, 32) for _ in range(3))
+
+        def ref():
+            s = torch.einsum("bthd,bshd->bhts", q, k) * 32**-0.5
+            causal = torch.tril(torch.ones(64, 64, dtype=torch.bool))
+            return torch.einsum("bhts,bshd->bthd", s.masked_fill(~causal, 0.0), v)
+        return (lambda: fla_chunk(q, k, v, normalize=False)[0], ref, 1e-3)
+
+    return {"fla layer_norm": layer_norm, "fla chunk_linear_attn": chunk_linear_attn}
+
+
+def _close(got, want, tol: float) -> bool:
+    got = got if isinstance(got, (tuple, list)) else (got, )
+    want = want if isinstance(want, (tuple, list)) else (want, )
+    return all(torch.allclose(a.detach().double(), b.detach().double(), atol=tol, rtol=tol) for a, b in zip(got, want))
+
+
+# ------------------------------------------------------------------------------------------------ the report
+
+
+def _last_per_kernel(case: str, profiles: List[dict]) -> List[Tuple[str, dict]]:
+    """One launch per kernel of a case, its last: libraries autotune (every config launches while it is timed;
+    the last launch runs the chosen one)."""
+    last: Dict[str, dict] = {}
+    for d in profiles:
+        last.pop(d["kernel"], None)
+        last[d["kernel"]] = d
+    return [(case, d) for d in last.values()]
+
+
+def _fmt(x: Optional[float], digits: int = 2) -> str:
+    return "-" if x is None else f"{x:.{digits}f}"
+
+
+def _row(case: str, d: dict) -> List[str]:
+    tgs = max(1, d["threadgroups"])
+    worst = d["bank_conflict_worst"]
+    conflict = "-" if d["bank_conflict_degree"] is None else f"{_fmt(d['bank_conflict_degree'])} (worst {_fmt(worst)})"
+    return [case, d["kernel"], str(d["threadgroups"]), _fmt(d["moved_over_minimal"]), _fmt(d["share_16_byte"]),
+            _fmt(d["threadgroup_simd_accesses"] / tgs, 1), conflict, _fmt(d["barriers_per_threadgroup"], 1),
+            _fmt(d["simdgroup_matrix_share"]), _fmt(d["simd_lane_utilisation"])]
+
+
+def roofline(launches: List[Tuple[str, dict]]) -> str:
+    """Per family base chip: lower bounds on each launch's time from its minimal bytes and its counted FLOPs."""
+    from triton.backends.apple.host import peak_bandwidth
+    from triton.backends.apple.target import GPU_FAMILIES
+    chips = {"apple7": "M1", "apple8": "M2", "apple9": "M3"}
+    rows = []
+    for case, d in launches:
+        flops = d["simdgroup_matrix_flops"] + d["fma_flops"]
+        row = [case, d["kernel"], f"{d['global_bytes_minimal'] / 1e6:.3f}", f"{flops / 1e6:.2f}"]
+        for fam, chip in chips.items():
+            f = GPU_FAMILIES[fam]
+            gbps, _ = peak_bandwidth(chip, f.gpu_cores)
+            peak = f.gpu_cores * 128 * 2 * f.gpu_clock_mhz * 1e6
+            t_mem = d["global_bytes_minimal"] / (gbps * 1e9) if gbps else 0.0
+            t_flop = flops / peak
+            row.append(f"{max(t_mem, t_flop) * 1e6:.2f} ({'memory' if t_mem >= t_flop else 'compute'})")
+        rows.append(row)
+    head = ["case", "kernel", "min MB", "MFLOP"] + [f"{c} µs (bound)" for c in chips.values()]
+    return table(head, rows)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--only", default="tutorial,liger,fla", help="comma list of tutorial, liger, fla")
+    ap.add_argument("--kernels", default="", help="comma list of case names (substrings) to run")
+    args = ap.parse_args(argv)
+    groups = set(args.only.split(","))
+    wanted = [w.strip() for w in args.kernels.split(",") if w.strip()]
+    from triton.backends.apple import emulator as emu
+
+    def chosen(name: str) -> bool:
+        return not wanted or any(w in name for w in wanted)
+
+    launches: List[Tuple[str, dict]] = []
+    failures = []
+    if "tutorial" in groups:
+        for c in cases.CASES:
+            if not chosen(c.name):
+                continue
+            launch = c.launch("cpu", "report")
+            with emu.profile() as p:
+                launch.call()
+            err = launch.error()
+            if not err <= launch.tol:
+                failures.append(f"{c.name}: error {err:.3g} > {launch.tol:.3g}")
+            launches += _last_per_kernel(c.name, p.launches)
+    library = {}
+    if "liger" in groups:
+        library.update(_liger_cases())
+    if "fla" in groups:
+        library.update(_fla_cases())
+    for name, build in library.items():
+        if not chosen(name):
+            continue
+        run, ref, tol = build()
+        with emu.profile() as p:
+            got = run()
+        if not _close(got, ref(), tol):
+            failures.append(f"{name}: differs from torch")
+        launches += _last_per_kernel(name, p.launches)
+    head = ["case", "kernel", "threadgroups", "moved/min", "16B", "tg acc", "conflict", "barriers", "sgm share",
+            "lanes"]
+    print(table(head, [_row(c, d) for c, d in launches]))
+    print()
+    print(roofline(launches))
+    if not _has_matplotlib():
+        print("\n(no PNG plot: matplotlib is not installed here)")
+    for f in failures:
+        print("WRONG RESULT:", f, file=sys.stderr)
+    return 1 if failures else 0
+
+
+def _has_matplotlib() -> bool:
+    import importlib.util
+    return importlib.util.find_spec("matplotlib") is not None
+
+
+if __name__ == "__main__":
+    sys.exit(main())
