@@ -44,13 +44,15 @@ def _aligned_base(em: FunctionEmitter, op: Op) -> str:
 
 
 def _atomic16(em: FunctionEmitter, op: Op, kind: str, ptr: str, operands: List[str]) -> str:
-    """The call of 16-bit atomic `kind` ("add" or "cas") of element `ptr`."""
+    """The call of 16-bit atomic `kind` ("add", "cas", or "load": the element's bits) of element `ptr`."""
     base = _aligned_base(em, op)
+    at, address = ("tt_atomic16_load_at", "tt_atomic16_load_address") if kind == "load" else \
+        ("tt_atomic16_at", "tt_atomic16_address")
     if base:
-        em.ctx.require("tt_atomic16_at")
-        return f"tt_atomic_{kind}16_at((device atomic_uint*){base}, {ptr} - {base}, {', '.join(operands)})"
-    em.ctx.require("tt_atomic16_address")
-    return f"tt_atomic_{kind}16({ptr}, {', '.join(operands)})"
+        em.ctx.require(at)
+        return f"tt_atomic_{kind}16_at({', '.join([f'(device atomic_uint*){base}', f'{ptr} - {base}'] + operands)})"
+    em.ctx.require(address)
+    return f"tt_atomic_{kind}16({', '.join([ptr] + operands)})"
 
 
 def _lock_key(em: FunctionEmitter, ptr: str) -> str:
@@ -231,18 +233,35 @@ def _atomic_cas(em: FunctionEmitter, op: Op) -> None:
 def _atomic_poll(em: FunctionEmitter, op: Op) -> None:
     """Spin until each element equals the expected value (read with relaxed atomic loads, then a fence for
     `acquire`); the threadgroup then waits for every poll. Metal shaders have no global timer, so a poll
-    with a timeout is refused rather than waiting forever."""
+    with a timeout is refused rather than waiting forever.
+
+    32-bit elements are read with one atomic load, 16-bit ones with one atomic load of their 32-bit word (never
+    torn). 64-bit ones are read under the element's lock (wide_atomics.py makes every 64-bit atomic of a polling
+    kernel take it), so the poll sees only whole values of the kernel's 64-bit atomics; the high half is read again
+    after the low one until unchanged, so a plain 64-bit store is not seen half written either. The acquire fence
+    after the poll orders the kernel's later accesses after the matching value, for every width."""
     if op.attrs.get("timeout"):
         raise em.unsupported("atomic_poll with timeout_ns is not supported: Metal shaders have no global "
                              "timer to measure it; poll without a timeout")
     ty = elem_type(op.operands[1])
-    if ty.name != "i32":
-        raise em.unsupported(f"atomic_poll on {ty.name} is not supported: Metal atomics are 32-bit")
+    if ty.name not in ("i16", "i32", "i64"):  # Triton's frontend takes 16-, 32- and 64-bit integers only
+        raise em.unsupported(f"atomic_poll on {ty.name} is not supported: it polls 16-, 32- or 64-bit integers")
     ptr, expected = em.get(op.operands[0]), em.get(op.operands[1])
     lay = em.layout(op.operands[0].type)
+    if ty.name == "i64":
+        em.ctx.require_msl(DEVICE_FENCE_MSL, "atomic_poll of 64-bit elements (read under the element's lock, which "
+                           "orders its halves with device-scope fences)", op)
+        load64 = em.ctx.require("tt_atomic64_poll_load")
     with em.owned_regs(lay) as r:
-        current = em.target.atomic_load(em.target.device_atomic(em.target.atomic_type("int"), ptr.at(r)))
-        em.open(f"while ({current} != {expected.at(r)})")
+        if ty.name == "i32":
+            current = em.target.atomic_load(em.target.device_atomic(em.target.atomic_type("int"), ptr.at(r)))
+            differs = f"{current} != {expected.at(r)}"
+        elif ty.name == "i16":
+            differs = f"{_atomic16(em, op, 'load', ptr.at(r), [])} != as_type<ushort>({expected.at(r)})"
+        else:
+            current = f"{load64}(tt_locks, (device ulong*){ptr.at(r)}, {_lock_key(em, ptr.at(r))}, tt_lane)"
+            differs = f"{current} != as_type<ulong>({expected.at(r)})"
+        em.open(f"while ({differs})")
         em.close()
     if _sem(op) in ("acquire", "acq_rel"):
         _fence(em, op)

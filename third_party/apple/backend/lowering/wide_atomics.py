@@ -24,15 +24,20 @@ from .target_info import MetalTargetInfo
 
 WORD_KINDS = ("add", "and", "or", "xor")
 NATIVE_KINDS = ("umax", "umin")
+# `tt.atomic_poll` of a 64-bit element reads both halves under the lock, so that it sees only whole values of the
+# kernel's other 64-bit atomics: a kernel that polls one takes the lock for all of them
+WIDE_OPS = ("tt.atomic_rmw", "tt.atomic_cas", "tt.atomic_poll")
 
 
 def is_wide(op: Op) -> bool:
-    """Whether `op` (tt.atomic_rmw / tt.atomic_cas) updates 64-bit elements."""
+    """Whether `op` (tt.atomic_rmw / tt.atomic_cas / tt.atomic_poll) is on 64-bit elements."""
     return op.operands[1].type.scalar.name in ("i64", "f64")
 
 
 def kind(op: Op) -> str:
-    """The read-modify-write kind of `op` ("cas" for tt.atomic_cas)."""
+    """The read-modify-write kind of `op` ("cas" for tt.atomic_cas, "poll" for tt.atomic_poll)."""
+    if op.name == "tt.atomic_poll":
+        return "poll"
     return "cas" if op.name == "tt.atomic_cas" else str(op.attrs["atomic_rmw_op"])
 
 
@@ -51,7 +56,7 @@ def kernel_needs_locks(module: Module, target: MetalTargetInfo, used_values: Set
     """Whether the module's 64-bit atomics take the lock (then all of them do)."""
     forms = {(_lock_free_form(op, target, used_values), kind(op))
              for f in module.functions for op in f.walk()
-             if op.name in ("tt.atomic_rmw", "tt.atomic_cas") and is_wide(op)}
+             if op.name in WIDE_OPS and is_wide(op)}
     word_kinds = {k for form, k in forms if form == "words"}
     native = any(form == "native" for form, _ in forms)
     return any(form == "locked" for form, _ in forms) or len(word_kinds) > 1 or bool(word_kinds and native)
@@ -70,7 +75,7 @@ def lock_base(module: Module) -> Optional[Value]:
     found = None
     for f in module.functions:
         for op in f.walk():
-            if op.name in ("tt.atomic_rmw", "tt.atomic_cas") and is_wide(op):
+            if op.name in WIDE_OPS and is_wide(op):
                 arg = kernel_argument(kernel, op.operands[0]) if f is kernel else None
                 if arg is None:
                     return None

@@ -41,6 +41,22 @@ template <typename T> static inline T tt_atomic_cas16_at(device atomic_uint* wor
     return tt_atomic_cas16_word(words + (k >> 1), uint(k & 1) * 16u, cmp, v);
 }
 
+// @helper tt_atomic16_load_at
+/// The bits of element `k` of a 16-bit array whose element 0 starts a 32-bit word (`words`), read with one 32-bit
+/// atomic load of its word (`tl.atomic_poll` on 16-bit elements: never torn, the word is read whole).
+static inline ushort tt_atomic_load16_at(device atomic_uint* words, long k) {
+    return ushort(atomic_load_explicit(words + (k >> 1), memory_order_relaxed) >> (uint(k & 1) * 16u));
+}
+
+// @helper tt_atomic16_load_address
+/// tt_atomic_load16_at with the word found from the element's address (pointers not traced to an aligned kernel
+/// argument; a pointer <-> integer reinterpret_cast: unverified on Apple's compiler, see docs/mac.md).
+template <typename T> static inline ushort tt_atomic_load16(device T* p) {
+    const ulong addr = reinterpret_cast<ulong>(p);
+    return ushort(atomic_load_explicit(reinterpret_cast<device atomic_uint*>(addr & ~ulong(3)), memory_order_relaxed)
+                  >> (uint(addr & 2ul) * 8u));
+}
+
 // @helper tt_atomic16_address
 // @requires tt_atomic16_word
 /// The containing word from the element's address, for pointers the lowering cannot trace to an aligned kernel

@@ -88,3 +88,33 @@ static inline ulong tt_atomic64_cas(device atomic_uint* locks, device ulong* p, 
 static inline ulong tt_lock64_address_key(device ulong* p) {
     return reinterpret_cast<ulong>(p) >> 3;
 }
+
+// @helper tt_atomic64_poll_load
+// @requires tt_lock64
+/// `tl.atomic_poll`'s read of a 64-bit element: both halves under the element's lock, in the same lane turns as
+/// tt_atomic64_rmw, so the value is whole with respect to every 64-bit atomic of the kernel (they all take the
+/// lock when the kernel polls a 64-bit element). The high half is read again after the low one, until it is
+/// unchanged: a plain 64-bit store racing with the poll (which takes no lock) is not seen half written.
+static inline ulong tt_atomic64_poll_load(device atomic_uint* locks, device ulong* p, ulong key, uint lane) {
+    device atomic_uint* lock = tt_lock64_for(locks, key);
+    device atomic_uint* w = (device atomic_uint*)p;
+    ulong value = 0;
+    for (uint turn = 0u; turn < ${SIMD_WIDTH}u; ++turn) {
+        if (lane == turn) {
+            while (!tt_lock64_try(lock)) {
+            }
+            uint hi = atomic_load_explicit(&w[1], memory_order_relaxed);
+            while (true) {
+                const uint lo = atomic_load_explicit(&w[0], memory_order_relaxed);
+                const uint again = atomic_load_explicit(&w[1], memory_order_relaxed);
+                if (again == hi) {
+                    value = ulong(hi) << 32 | lo;
+                    break;
+                }
+                hi = again;
+            }
+            tt_lock64_release(lock);
+        }
+    }
+    return value;
+}
