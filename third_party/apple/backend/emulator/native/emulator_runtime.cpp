@@ -876,7 +876,12 @@ void fiber_main(void *arg) {
       // it was when the block ends, so the kernel's frames occupy exactly the bytes filled)
       size_t n = tools_stack_fill(w, f);
       if (n) {
-        unsigned char below[n];
+#pragma clang diagnostic push
+#pragma clang diagnostic ignored "-Wunknown-warning-option"
+#pragma clang diagnostic ignored "-Wvla-extension"
+#pragma clang diagnostic ignored "-Wvla-cxx-extension"
+        unsigned char below[n];  // a VLA on purpose (see above); clang's extension, the runtime is built by clang
+#pragma clang diagnostic pop
         tools_thread_start(w, f, below, n);
       }
     }
