@@ -16,6 +16,7 @@ column:
 - sgm share: simdgroup_matrix FLOPs over simdgroup_matrix + fma() FLOPs (dots only; elementwise math is not
   counted).
 - lanes: active lanes per memory instruction over 32.
+Last, the attention forward's barriers per K step (from two context lengths).
 
 The roofline: for each Apple family's base chip (target.GPU_FAMILIES: FP32 peak = GPU cores x 128 lanes x 2 x
 clock) with its peak DRAM bandwidth from the one chip table (backend/host.py, PEAK_GBPS), the time the minimal
@@ -185,6 +186,22 @@ def roofline(launches: List[Tuple[str, dict]]) -> str:
     return table(head, rows)
 
 
+def attention_barriers_per_step() -> Tuple[float, float]:
+    """(barriers, simdgroup_matrix ops) per K step of the attention forward's loop, per threadgroup: the difference
+    between two context lengths (non-causal: every program runs every step) over the difference in steps."""
+    from triton.backends.apple import emulator as emu
+    per = []
+    for ctx in (64, 128):
+        launch = cases.attention("cpu", heads=1, ctx=ctx)
+        with emu.profile() as p:
+            launch.call()
+        d = p.launches[-1]
+        per.append((ctx // launch.constexprs["BLOCK_N"], d["barriers"] / d["threadgroups"],
+                    d["simdgroup_matrix_ops"] / d["threadgroups"]))
+    (s1, b1, m1), (s2, b2, m2) = per
+    return (b2 - b1) / (s2 - s1), (m2 - m1) / (s2 - s1)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", default="tutorial,liger,fla", help="comma list of tutorial, liger, fla")
@@ -229,6 +246,10 @@ def main(argv=None) -> int:
     print(table(head, [_row(c, d) for c, d in launches]))
     print()
     print(roofline(launches))
+    if "tutorial" in groups and chosen("attention fwd fp16"):
+        barriers, mma = attention_barriers_per_step()
+        print(f"\nattention fwd fp16, per K step and threadgroup: {barriers:.1f} threadgroup barriers, "
+              f"{mma:.1f} simdgroup_matrix multiplies")
     if not _has_matplotlib():
         print("\n(no PNG plot: matplotlib is not installed here)")
     for f in failures:

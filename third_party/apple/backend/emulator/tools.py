@@ -372,8 +372,3 @@ def print_profile_line(d: dict, file=None) -> None:
           f"{_ratio(d['barriers_per_threadgroup'])}; simdgroup_matrix share {_ratio(d['simdgroup_matrix_share'])}; "
           f"SIMD lanes used {_ratio(d['simd_lane_utilisation'])}", file=file or sys.stderr)
 
-
-def iter_bits(bits: int) -> Iterator[str]:
-    for b, name in ((RACE, "race"), (INIT, "init"), (PROFILE, "profile"), (WARN, "warn")):
-        if bits & b:
-            yield name
