@@ -3,8 +3,8 @@ returns (scalar and tensor pointers, strided, expected values per element, signe
 polls a flag another program sets with a release atomic then reads what that program stored before it. 16-bit
 elements are read through their 32-bit word (neighbours in one word polled at once here); 64-bit ones under the
 element's lock, which every 64-bit atomic of a polling kernel takes (so the consumer never sees half of an update,
-e.g. of an add carrying into the high word). Timeouts are refused (Metal has no global timer):
-test_atomics.py."""
+e.g. of an add carrying into the high word). A timeout of 0 is one read of each element, its result whether that
+read matched; other timeouts are refused (Metal has no global timer): test_atomics.py."""
 import pytest
 import torch
 import triton
@@ -127,3 +127,57 @@ def test_poll_of_a_pointer_not_traced_to_an_argument(dtype, device):
     k = poll_through_a_function[(1, )](flag, out, -3)
     assert out.item() == 1
     assert ("tt_atomic_load16(" if dtype == torch.int16 else "tt_lock64_address_key(") in k.asm["msl"]
+
+
+@triton.jit
+def poll_once(flags_ptr, out_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    seen = tl.atomic_poll(flags_ptr + offs, (offs + 1).to(flags_ptr.dtype.element_ty), timeout_ns=0)
+    tl.store(out_ptr + offs, seen.to(tl.int8))
+
+
+@pytest.mark.parametrize("block, num_warps", [(1, 4), (16, 4), (128, 8), (512, 4)])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_poll_with_a_zero_timeout_reads_once(dtype, block, num_warps, device):
+    # upstream's test_atomic_poll_tensor_results: every other flag does not match and comes back false
+    expected = torch.arange(1, block + 1, dtype=dtype)
+    flags = expected.clone()
+    flags[::2] = 0
+    out = torch.full((block, ), 7, dtype=torch.int8, device=device)
+    poll_once[(1, )](flags.to(device), out, block, num_warps=num_warps)
+    assert out.cpu().tolist() == (flags == expected).to(torch.int8).tolist()
+
+
+@triton.jit
+def poll_scalar_once(flag_ptr, out_ptr):
+    tl.store(out_ptr, tl.atomic_poll(flag_ptr, 1, timeout_ns=0).to(tl.int32))
+
+
+@pytest.mark.parametrize("value", [0, 1])
+def test_scalar_poll_with_a_zero_timeout(value, device):
+    out = torch.full((1, ), 7, dtype=torch.int32, device=device)
+    poll_scalar_once[(1, )](torch.tensor([value], dtype=torch.int32, device=device), out)
+    assert out.item() == value
+
+
+@triton.jit
+def swap_and_add16(p_ptr, h_ptr, old_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    old = tl.atomic_cas(p_ptr + offs, (offs + 1).to(tl.int16), (offs + 100).to(tl.int16))
+    tl.store(old_ptr + offs, old)
+    tl.atomic_add(h_ptr + offs, tl.full([BLOCK], 0.5, tl.float16))
+
+
+@pytest.mark.parametrize("num_warps", [1, 4])
+def test_16_bit_atomics_on_odd_elements(num_warps, device):
+    # every thread holds two elements of each 32-bit word's halves apart (two registers): the word of an odd
+    # element was found wrongly before (clang folded (p - base) >> 1 as if p - base were even), reading the next
+    # element and, for the last one, past the buffer
+    block = 64
+    p = torch.arange(1, block + 1, dtype=torch.int16, device=device)
+    h = torch.arange(block, dtype=torch.float16, device=device)
+    old = torch.zeros(block, dtype=torch.int16, device=device)
+    swap_and_add16[(1, )](p, h, old, block, num_warps=num_warps)
+    assert old.tolist() == list(range(1, block + 1))
+    assert p.tolist() == list(range(100, 100 + block))
+    assert h.tolist() == [i + 0.5 for i in range(block)]

@@ -229,43 +229,60 @@ def _atomic_cas(em: FunctionEmitter, op: Op) -> None:
         _fence(em, op)
 
 
+def _zero_timeout(op: Op) -> bool:
+    """Whether `op`'s timeout operand is the constant 0 (each element is then read once)."""
+    t = op.operands[2] if len(op.operands) > 2 else None
+    owner = getattr(t, "owner", None)
+    if not isinstance(owner, Op) or owner.name != "arith.constant":
+        return False
+    value = str(owner.attrs.get("value", "")).split(":")[0].strip()
+    return value.lstrip("-").isdigit() and int(value) == 0
+
+
 @FAMILY.lowers("tt.atomic_poll")
 def _atomic_poll(em: FunctionEmitter, op: Op) -> None:
     """Spin until each element equals the expected value (read with relaxed atomic loads, then a fence for
     `acquire`); the threadgroup then waits for every poll. Metal shaders have no global timer, so a poll
-    with a timeout is refused rather than waiting forever.
+    with a timeout is refused rather than waiting forever, except a timeout of 0, which is exactly one read of
+    each element (its result: whether that read matched, the same on every thread holding the element).
 
     32-bit elements are read with one atomic load, 16-bit ones with one atomic load of their 32-bit word (never
     torn). 64-bit ones are read under the element's lock (wide_atomics.py makes every 64-bit atomic of a polling
     kernel take it), so the poll sees only whole values of the kernel's 64-bit atomics; the high half is read again
-    after the low one until unchanged, so a plain 64-bit store is not seen half written either. The acquire fence
+    after the low one until unchanged, so a plain 64-bit store is not seen half written. The acquire fence
     after the poll orders the kernel's later accesses after the matching value, for every width."""
-    if op.attrs.get("timeout"):
-        raise em.unsupported("atomic_poll with timeout_ns is not supported: Metal shaders have no global "
-                             "timer to measure it; poll without a timeout")
+    once = bool(op.attrs.get("timeout")) and _zero_timeout(op)
+    if op.attrs.get("timeout") and not once:
+        raise em.unsupported("atomic_poll with a timeout_ns other than 0 is not supported: Metal shaders have no "
+                             "global timer to measure it; poll without a timeout (or with timeout_ns=0, one read)")
     ty = elem_type(op.operands[1])
     if ty.name not in ("i16", "i32", "i64"):  # Triton's frontend takes 16-, 32- and 64-bit integers only
         raise em.unsupported(f"atomic_poll on {ty.name} is not supported: it polls 16-, 32- or 64-bit integers")
     ptr, expected = em.get(op.operands[0]), em.get(op.operands[1])
-    lay = em.layout(op.operands[0].type)
     if ty.name == "i64":
         em.ctx.require_msl(DEVICE_FENCE_MSL, "atomic_poll of 64-bit elements (read under the element's lock, which "
                            "orders its halves with device-scope fences)", op)
         load64 = em.ctx.require("tt_atomic64_poll_load")
-    with em.owned_regs(lay) as r:
+
+    def differs(r: str) -> str:
         if ty.name == "i32":
             current = em.target.atomic_load(em.target.device_atomic(em.target.atomic_type("int"), ptr.at(r)))
-            differs = f"{current} != {expected.at(r)}"
-        elif ty.name == "i16":
-            differs = f"{_atomic16(em, op, 'load', ptr.at(r), [])} != as_type<ushort>({expected.at(r)})"
-        else:
-            current = f"{load64}(tt_locks, (device ulong*){ptr.at(r)}, {_lock_key(em, ptr.at(r))}, tt_lane)"
-            differs = f"{current} != as_type<ulong>({expected.at(r)})"
-        em.open(f"while ({differs})")
-        em.close()
+            return f"{current} != {expected.at(r)}"
+        if ty.name == "i16":
+            return f"{_atomic16(em, op, 'load', ptr.at(r), [])} != as_type<ushort>({expected.at(r)})"
+        current = f"{load64}(tt_locks, (device ulong*){ptr.at(r)}, {_lock_key(em, ptr.at(r))}, tt_lane)"
+        return f"{current} != as_type<ulong>({expected.at(r)})"
+
+    if once:
+        _emit_per_owned_element(em, op, lambda r, out: em.emit(f"{out.at(r)} = !({differs(r)});"))
+    else:
+        with em.owned_regs(em.layout(op.operands[0].type)) as r:
+            em.open(f"while ({differs(r)})")
+            em.close()
     if _sem(op) in ("acquire", "acq_rel"):
         _fence(em, op)
     em.emit(em.target.barrier(device=True))
-    name = em.fresh(op.result.name)
-    em.emit(f"const bool {name} = true;")
-    em.scalar_or_splat(op.result, name, "bool")
+    if not once:
+        name = em.fresh(op.result.name)
+        em.emit(f"const bool {name} = true;")
+        em.scalar_or_splat(op.result, name, "bool")

@@ -33,19 +33,29 @@ template <typename T> static inline T tt_atomic_cas16_word(device atomic_uint* w
 // @helper tt_atomic16_at
 // @requires tt_atomic16_word
 /// Element `k` of a 16-bit array whose element 0 starts a 32-bit word (`words`): the half `k % 2` of word `k / 2`
-/// (the lowering's pointer-free form: `k` is the element's index from a 4-byte aligned kernel argument).
+/// (the lowering's pointer-free form: `k` is the element's index from a 4-byte aligned kernel argument). The word
+/// and half come from the byte offset `2k`, not from `k >> 1` and `k & 1`: `k` is a pointer difference `p - base`,
+/// and clang 22 (the emulator's compiler) folded `(p - base) >> 1` into the byte offset of `p` itself, as if `k`
+/// were even (odd elements then read the next element, and the last one past the buffer).
+static inline device atomic_uint* tt_atomic16_word_at(device atomic_uint* words, long k) {
+    return words + (ulong(k) * 2ul >> 2);
+}
+static inline uint tt_atomic16_shift_at(long k) {
+    return uint(ulong(k) * 2ul & 2ul) * 8u;
+}
 template <typename T> static inline T tt_atomic_add16_at(device atomic_uint* words, long k, T v) {
-    return tt_atomic_add16_word(words + (k >> 1), uint(k & 1) * 16u, v);
+    return tt_atomic_add16_word(tt_atomic16_word_at(words, k), tt_atomic16_shift_at(k), v);
 }
 template <typename T> static inline T tt_atomic_cas16_at(device atomic_uint* words, long k, T cmp, T v) {
-    return tt_atomic_cas16_word(words + (k >> 1), uint(k & 1) * 16u, cmp, v);
+    return tt_atomic_cas16_word(tt_atomic16_word_at(words, k), tt_atomic16_shift_at(k), cmp, v);
 }
 
 // @helper tt_atomic16_load_at
+// @requires tt_atomic16_at
 /// The bits of element `k` of a 16-bit array whose element 0 starts a 32-bit word (`words`), read with one 32-bit
 /// atomic load of its word (`tl.atomic_poll` on 16-bit elements: never torn, the word is read whole).
 static inline ushort tt_atomic_load16_at(device atomic_uint* words, long k) {
-    return ushort(atomic_load_explicit(words + (k >> 1), memory_order_relaxed) >> (uint(k & 1) * 16u));
+    return ushort(atomic_load_explicit(tt_atomic16_word_at(words, k), memory_order_relaxed) >> tt_atomic16_shift_at(k));
 }
 
 // @helper tt_atomic16_load_address
