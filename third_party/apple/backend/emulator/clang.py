@@ -30,6 +30,10 @@ def kernel_flags(x86_64: bool = IS_X86_64, darwin: bool = IS_DARWIN) -> Tuple[st
         "-shared",
         "-fwrapv",                          # Metal integer arithmetic wraps
         "-fno-finite-loops",                # a side-effect-free loop is not assumed to end: a spin stays a spin
+        # clang 22's loop vectorizer miscompiles masked threadgroup indices (`s[(k & 7) ^ c]` for k = 8..15 became
+        # `s[k ^ c]`: 30 upstream Gluon cases read out of bounds; a plain C++ reproduction exists). A wrong result is
+        # worse than a slower emulator, so kernels are not loop-vectorized.
+        "-fno-vectorize",
         "-fno-strict-float-cast-overflow",  # float->int: NaN -> 0, out of range saturates
         "-ffp-contract=off",                # no implicit FMA: same results on x86 and AArch64
         "-fno-math-errno",
