@@ -9,12 +9,11 @@ the module's names at the functions transformers itself would fall back to; the 
 kernels through the apple backend, and each test checks that they did.
 
 Slow: fla's kernels autotune over several configs each; a cold cache compiles about fifty kernels."""
-import contextlib
 
 import pytest
 import torch
 
-from support.model_checks import assert_close_tree
+from support.model_checks import assert_close_tree, torch_only_path
 
 pytestmark = pytest.mark.slow
 
@@ -48,19 +47,6 @@ def make_model(modeling):
     return modeling.Qwen3_5ForCausalLM(config)
 
 
-@contextlib.contextmanager
-def torch_only_path(modeling):
-    """The model's layers call transformers' own PyTorch gated delta rule (what it uses without fla)."""
-    saved = {name: getattr(modeling, name) for name in FLA_PATH}
-    for name, fn in saved.items():
-        setattr(modeling, name, fn.__wrapped__)
-    try:
-        yield
-    finally:
-        for name, fn in saved.items():
-            setattr(modeling, name, fn)
-
-
 @pytest.fixture(scope="module")
 def model(modeling):
     return make_model(modeling)
@@ -84,7 +70,7 @@ def test_forward_matches_the_torch_path(modeling, model, tokens, apple_launches)
     model.eval()
     with torch.no_grad():
         got = model(tokens).logits
-        with torch_only_path(modeling):
+        with torch_only_path(modeling, FLA_PATH):
             want = model(tokens).logits
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
     assert CHUNK_KERNELS <= set(apple_launches), sorted(apple_launches)
@@ -94,7 +80,7 @@ def test_loss_and_backward_match_the_torch_path(modeling, model, tokens, apple_l
     model.train()
     logits, loss, grads = _loss_and_grads(model, tokens)
     assert BACKWARD_KERNELS <= set(apple_launches), sorted(apple_launches)
-    with torch_only_path(modeling):
+    with torch_only_path(modeling, FLA_PATH):
         want_logits, want_loss, want_grads = _loss_and_grads(model, tokens)
     torch.testing.assert_close(loss, want_loss, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(logits, want_logits, rtol=1e-4, atol=1e-5)
@@ -110,7 +96,7 @@ def test_greedy_generation_matches_the_torch_path(modeling, model, tokens, apple
         got = model.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=6, do_sample=False,
                              pad_token_id=0)
         assert apple_launches[DECODE_KERNEL] >= 5, sorted(apple_launches)  # every step after the first
-        with torch_only_path(modeling):
+        with torch_only_path(modeling, FLA_PATH):
             want = model.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=6,
                                   do_sample=False, pad_token_id=0)
     assert got.shape == (2, 14)
@@ -122,7 +108,7 @@ def test_torch_compile_forward_and_training_step(modeling, tokens, apple_launche
     kernels, all through the apple backend): the forward, and one SGD step, against the eager torch-only path."""
     eager = make_model(modeling).train()
     compiled_model = make_model(modeling).train()
-    with torch_only_path(modeling):
+    with torch_only_path(modeling, FLA_PATH):
         want_logits, want_loss, want_grads = _loss_and_grads(eager, tokens)
     compiled = torch.compile(compiled_model)
     opt = torch.optim.SGD(compiled_model.parameters(), lr=0.1)

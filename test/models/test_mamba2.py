@@ -10,12 +10,11 @@ mode (it has no dropout), where the chunked scan and its backward run. mamba-ssm
 places (the `cuda_host_shims` fixture, docs/integration.md).
 
 Slow: the SSD kernels autotune; a cold cache compiles several dozen kernels."""
-import contextlib
 
 import pytest
 import torch
 
-from support.model_checks import assert_close_tree
+from support.model_checks import assert_close_tree, torch_only_path
 
 pytestmark = pytest.mark.slow
 
@@ -36,18 +35,6 @@ def modeling(mamba_ssm_importable):
     return modeling_mamba2
 
 
-@contextlib.contextmanager
-def torch_only_path(modeling):
-    saved = {name: getattr(modeling, name) for name in MAMBA_PATH}
-    for name, fn in saved.items():
-        setattr(modeling, name, fn.__wrapped__)
-    try:
-        yield
-    finally:
-        for name, fn in saved.items():
-            setattr(modeling, name, fn)
-
-
 @pytest.fixture(scope="module")
 def model(modeling):
     from transformers import Mamba2Config
@@ -65,7 +52,7 @@ def tokens():
 def test_forward_matches_the_torch_path(modeling, model, tokens, cuda_host_shims, apple_launches):
     with torch.no_grad():
         got = model(tokens).logits
-        with torch_only_path(modeling):
+        with torch_only_path(modeling, MAMBA_PATH):
             want = model(tokens).logits
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
     assert FORWARD_KERNELS <= set(apple_launches), sorted(apple_launches)
@@ -82,7 +69,7 @@ def test_loss_and_backward_match_the_torch_path(modeling, model, tokens, cuda_ho
 
     loss, grads = loss_and_grads()
     assert BACKWARD_KERNELS <= set(apple_launches), sorted(apple_launches)
-    with torch_only_path(modeling):
+    with torch_only_path(modeling, MAMBA_PATH):
         want_loss, want_grads = loss_and_grads()
     torch.testing.assert_close(loss, want_loss, rtol=1e-5, atol=1e-6)
     assert grads and "backbone.layers.0.mixer.A_log" in grads
@@ -96,7 +83,7 @@ def test_greedy_generation_matches_the_torch_path(modeling, model, tokens, cuda_
         got = model.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=6, do_sample=False,
                              pad_token_id=0)
         assert apple_launches[DECODE_KERNEL] >= 5 * 2, sorted(apple_launches)  # each step, each layer
-        with torch_only_path(modeling):
+        with torch_only_path(modeling, MAMBA_PATH):
             want = model.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=6,
                                   do_sample=False, pad_token_id=0)
     assert got.shape == (2, 14)
@@ -107,7 +94,7 @@ def test_torch_compile_forward(modeling, model, tokens, cuda_host_shims, apple_l
     """torch.compile of the whole model: inductor's kernels and mamba-ssm's (user-defined Triton kernels, float64
     scalar arguments among them) through the apple backend, against the eager torch-only path."""
     with torch.no_grad():
-        with torch_only_path(modeling):
+        with torch_only_path(modeling, MAMBA_PATH):
             want = model(tokens).logits
         got = torch.compile(model)(tokens).logits
     inductor = {name for name in apple_launches if name.startswith("triton_")}
