@@ -91,3 +91,30 @@ def test_gluon_scratch_read_before_written(device):
     with emu.sanitize("race,init"):
         unwritten_scratch_kernel[(1, )](out, N=128, WRITE=True, num_warps=4)
     assert torch.equal(out, torch.arange(128, dtype=torch.float32))
+
+
+@triton.jit
+def argmax_rows_kernel(x_ptr, out_ptr, M: tl.constexpr, N: tl.constexpr, AXIS: tl.constexpr):
+    rm = tl.arange(0, M)[:, None]
+    rn = tl.arange(0, N)[None, :]
+    x = tl.load(x_ptr + rm * N + rn)
+    o = tl.arange(0, N if AXIS == 0 else M)
+    tl.store(out_ptr + o, tl.argmax(x, axis=AXIS))
+
+
+@pytest.mark.parametrize("M,N,axis,num_warps", [(1, 256, 1, 8), (4, 256, 1, 4), (256, 4, 0, 8), (64, 64, 0, 4)])
+def test_argmax_meeting_a_nan_has_one_writer_per_partial(M, N, axis, num_warps, device):
+    # argmax's combine is not commutative once a NaN is in play (`NaN > b` and `a > NaN` are both false), so the
+    # lanes of a simdgroup end their butterfly with different partial results: only one of them may store it to
+    # threadgroup memory for the other simdgroups (a racecheck finding before, with a result that depended on
+    # which store landed last)
+    x = torch.randn(M, N)
+    x[:, 5 % N] = float("nan")
+    x[3 % M, :] = float("nan")
+    out = torch.zeros(N if axis == 0 else M, dtype=torch.int32)
+    with emu.sanitize("race,init"):
+        argmax_rows_kernel[(1, )](x, out, M=M, N=N, AXIS=axis, num_warps=num_warps)
+    assert ((out >= 0) & (out < x.shape[axis])).all()
+    # lines without a NaN have one answer
+    clean = ~torch.isnan(x).any(axis)
+    assert torch.equal(out[clean], torch.argmax(x, axis).to(torch.int32)[clean])

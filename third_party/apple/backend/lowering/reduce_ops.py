@@ -70,6 +70,22 @@ def _classify(bases: Sequence[Tuple[int, ...]], axis: int, what: str, em: Functi
     return along, off
 
 
+def _slot_layout(lay: LinearLayout, axis: int, out_shape: List[int], keep_regs: List[int], red_lanes: List[int],
+                 red_warps: List[int]) -> LinearLayout:
+    """Where each thread's partial results go in the cross-simdgroup scratch: the result's shape with one more
+    dimension, the slot of the simdgroup's position along the axis. Threads it maps to one place hold copies."""
+    def drop(c: Tuple[int, ...]) -> Tuple[int, ...]:
+        return tuple(c[:axis]) + tuple(c[axis + 1:])
+
+    zero = tuple(0 for _ in range(len(out_shape) + 1))
+    slot_bit = {bit: j for j, bit in enumerate(red_warps)}
+    return LinearLayout(
+        tuple(out_shape) + (1 << len(red_warps), ),
+        tuple(drop(lay.reg[b]) + (0, ) for b in keep_regs),
+        tuple(zero if j in red_lanes else drop(b) + (0, ) for j, b in enumerate(lay.lane)),
+        tuple(zero[:-1] + (1 << slot_bit[j], ) if j in slot_bit else drop(b) + (0, ) for j, b in enumerate(lay.warp)))
+
+
 @FAMILY.lowers("tt.reduce")
 def _reduce(em: FunctionEmitter, op: Op) -> None:
     axis = int(op.attrs["axis"])
@@ -153,11 +169,19 @@ def _reduce(em: FunctionEmitter, op: Op) -> None:
         em.emit(f"const uint {slot} = {linear_expr('tt_warp', wvals)};")
         out_strides = row_major_strides(out_shape)
         strides = out_strides[:axis] + [0] + out_strides[axis:]
+        # One writer per slot: the lanes along the axis, and the threads the layout replicates, hold the same
+        # partial result only when the combine is commutative (argmax meeting a NaN is not), so any other
+        # lane's store would race with a different value.
+        own = em.owner_predicate(_slot_layout(lay, axis, out_shape, keep_regs, red_lanes, red_warps))
+        if own:
+            em.open(f"if ({own})")
         with em.for_regs(K, "k") as k:
             base = linear_expr(k, [1 << b for b in keep_regs]) if K > 1 else "0"
             idx = index_expr(em, lay, f"({base})", strides)
             for a, b, ct in zip(accs, bufs, ctypes):
                 em.emit(em.tg_store(b, _scaled_index(slot, out_numel, idx), f"{a}[{k}]", ct))
+        if own:
+            em.close()
         em.barrier()
         with em.for_regs(K, "k") as k:
             base = linear_expr(k, [1 << b for b in keep_regs]) if K > 1 else "0"
