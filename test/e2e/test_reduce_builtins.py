@@ -1,7 +1,8 @@
 """Reductions whose axis covers only some lanes of a simdgroup (several lines share it) use Metal's SIMD
 reductions in turns, the other lanes contributing the identity, when that is no more calls than the shuffle
 butterfly has steps; checked against torch for every combine Metal reduces natively, on the types its SIMD
-functions take, on shapes that take either path, with the MSL checked for the builtin."""
+functions take, on shapes that take either path, with the MSL checked for the builtin. Float max/min run on
+integer order keys with the NaN flags reduced beside them: checked bit for bit on NaN and signed zeros."""
 import zlib
 
 import pytest
@@ -135,7 +136,89 @@ def test_more_turns_than_butterfly_steps_keep_the_butterfly():
     assert "simd_sum" not in msl and "simd_shuffle_xor" in msl
 
 
-def test_float_max_keeps_the_butterfly():
-    # Metal does not promise Triton's NaN rules for simd_max on floats
+def test_float_max_in_turns_runs_on_order_keys():
+    # [8, 16]: 2 turns of the key reduction and 2 of the NaN flags, no more than the 4 butterfly steps
     msl = _msl("max", (8, 16), 1)
-    assert "simd_max" not in msl and "simd_shuffle_xor" in msl
+    assert msl.count("simd_max(") == 2 and msl.count("simd_min(") == 2 and "simd_shuffle" not in msl
+    # [4, 64] over 4 warps: 4 turns of each would be more calls than 5 butterfly steps
+    assert "simd_shuffle_xor" in _msl("max", (32, 4), 1)
+
+
+@triton.jit
+def _maximum(a, b):
+    return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit
+def _minimum(a, b):
+    return tl.minimum(a, b, propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit
+def extrema_kernel(x_ptr, y_ptr, M: tl.constexpr, N: tl.constexpr, AXIS: tl.constexpr):
+    offs = tl.arange(0, M)[:, None] * N + tl.arange(0, N)[None, :]
+    x = tl.load(x_ptr + offs)
+    n_out: tl.constexpr = N if AXIS == 0 else M
+    o = tl.arange(0, n_out)
+    tl.store(y_ptr + o, tl.max(x, AXIS))  # maxnum: NaN ignored unless the whole line is NaN
+    tl.store(y_ptr + n_out + o, tl.min(x, AXIS))
+    tl.store(y_ptr + 2 * n_out + o, tl.reduce(x, AXIS, _maximum))  # any NaN makes the result NaN
+    tl.store(y_ptr + 3 * n_out + o, tl.reduce(x, AXIS, _minimum))
+
+
+def _extremum_reference(x, axis, largest, propagate):
+    """The exact rule: -0 < +0; NaN ignored unless every element is NaN, or (propagate) when any is."""
+    nan = torch.isnan(x)
+    clean = x.double().masked_fill(nan, -float("inf") if largest else float("inf"))
+    m = clean.amax(axis) if largest else clean.amin(axis)
+    zeros = (x == 0) & (torch.signbit(x) != largest)  # +0 for max, -0 for min
+    m = torch.where(m == 0, torch.where(zeros.any(axis), 0.0 if largest else -0.0, -0.0 if largest else 0.0), m)
+    return torch.where(nan.any(axis) if propagate else nan.all(axis), float("nan"), m).to(x.dtype)
+
+
+def _special_lines(shape, axis, dtype, seed):
+    """Each line one pattern: random; random with a NaN; all NaN; signed zeros only; -0 among negatives; +0
+    among negatives; infinities with a NaN; one -inf."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(shape, generator=g).to(dtype).movedim(axis, -1).contiguous()
+    n = x.shape[-1]
+    for i in range(x.shape[0]):
+        line = x[i]
+        pattern = i % 8
+        pick = torch.randint(0, n, (max(1, n // 4), ), generator=g)
+        if pattern == 1:
+            line[pick[0]] = float("nan")
+        elif pattern == 2:
+            line[:] = float("nan")
+        elif pattern == 3:
+            line[:] = torch.where(torch.rand(n, generator=g) < 0.5, -0.0, 0.0)
+        elif pattern in (4, 5):
+            line[:] = -line.abs() - 1
+            line[pick] = -0.0 if pattern == 4 else 0.0
+        elif pattern == 6:
+            line[pick] = float("inf")
+            line[pick[-1]] = -float("inf")
+            line[pick[0]] = float("nan")
+        elif pattern == 7:
+            line[:] = float("nan")
+            line[pick[0]] = -float("inf")
+    return x.movedim(-1, axis).contiguous()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("shape,axis,num_warps", [((8, 256), 1, 4), ((256, 8), 0, 8), ((8, 16), 1, 4),
+                                                  ((16, 64), 0, 4), ((32, 4), 1, 1)])
+def test_float_max_min_are_exact_on_nan_and_signed_zeros(dtype, shape, axis, num_warps, device):
+    # the key form (full simdgroups, in turns), the butterfly (bfloat16, [32, 4]) and cross-simdgroup steps
+    # all follow one rule, bit for bit
+    x = _special_lines(shape, axis, dtype, zlib.crc32(repr((str(dtype), shape, axis)).encode()))
+    n_out = shape[1 - axis]
+    y = torch.empty(4 * n_out, dtype=dtype, device=device)
+    extrema_kernel[(1, )](x.to(device), y, M=shape[0], N=shape[1], AXIS=axis, num_warps=num_warps)
+    y = y.cpu().view(4, n_out)
+    for row, (largest, propagate) in enumerate([(True, False), (False, False), (True, True), (False, True)]):
+        ref = _extremum_reference(x, axis, largest, propagate)
+        got = y[row]
+        assert torch.equal(torch.isnan(got), torch.isnan(ref)), (row, x, got, ref)
+        ok = ~torch.isnan(ref)
+        assert torch.equal(got[ok], ref[ok]) and torch.equal(torch.signbit(got[ok]), torch.signbit(ref[ok])), (row, got, ref)

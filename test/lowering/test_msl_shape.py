@@ -83,15 +83,25 @@ def row_max_kernel(x_ptr, out_ptr, idx_ptr, N: tl.constexpr):
     tl.store(idx_ptr + tl.program_id(0), tl.argmax(x, axis=0))
 
 
-def test_float_max_and_argmax_keep_the_shuffle_butterfly():
-    # Metal's simd_max does not promise Triton's NaN rules; argmax combines two values at once
+def test_float_max_runs_on_order_keys_and_argmax_keeps_the_shuffle_butterfly():
+    # Metal's simd_max does not document what it does with NaN or signed zeros on floats: the float max runs on
+    # integer order keys, with the lanes' NaN flags reduced beside them; argmax combines two values at once, so
+    # it stays a butterfly
     k = compile_for_apple(row_max_kernel, {"x_ptr": "*fp32", "out_ptr": "*fp32", "idx_ptr": "*i32", "N": "constexpr"},
                           {"N": 256})
-    assert "simd_max" not in msl(k)
     run_filecheck("rowmax", msl(k), r"""
+CHECK: static inline uint tt_float_order_key(float x)
+CHECK: kernel void row_max_kernel(
+CHECK: const bool [[NAN:t_isnan[0-9]+]] = isnan([[ACC:t_[0-9]+_acc[0-9]+]]{{.*}});
+CHECK: uint [[KEY:t_key[0-9]+]] = tt_float_order_key([[NAN]] ? float(-INFINITY) : [[ACC]]
+CHECK: uint [[NANS:t_nans[0-9]+]] = uint([[NAN]]);
+CHECK: [[KEY]] = simd_max([[KEY]]);
+CHECK: [[NANS]] = simd_min([[NANS]]);
+CHECK: [[ACC]]{{.*}} = [[NANS]] ? float(NAN) : tt_float_from_order_key([[KEY]]);
 CHECK: tt_simd_shuffle_xor({{.*}}, ushort(1));
 CHECK: tt_simd_shuffle_xor({{.*}}, ushort(16));
 """)
+    assert "simd_max(t_" in msl(k) and "simd_max(float" not in msl(k)
 
 
 def test_num_warps_one_needs_no_threadgroup_memory_for_reduce():

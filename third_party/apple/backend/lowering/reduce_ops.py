@@ -2,10 +2,11 @@
 
 The linear layout of the operand says where the reduced axis lives: register bits whose basis points
 along the axis are combined inside each thread, lane bits by a Metal SIMD reduction (`simd_sum`,
-`simd_max`, ... when the combine is one such op; lines that share a simdgroup take turns, the other lanes
-contributing the identity) or `simd_shuffle_xor` butterflies, and warp bits through threadgroup memory. The
-combine region becomes an MSL function called at every step. Which combines and types have a SIMD reduction
-is the target's (`em.target.simd_reduction`).
+`simd_max`, ... when the combine is one such op; float max/min run on integer order keys with a NaN flag
+reduced beside them, so NaN and signed zeros follow the combine exactly; lines that share a simdgroup take
+turns, the other lanes contributing the identity) or `simd_shuffle_xor` butterflies, and warp bits through
+threadgroup memory. The combine region becomes an MSL function called at every step. Which combines and
+types have a SIMD reduction is the target's (`em.target.simd_reduction`, `simd_float_extremum`).
 """
 from __future__ import annotations
 
@@ -36,6 +37,39 @@ def _simd_builtin(target: MetalTargetInfo, op: Op, ctypes: List[str]) -> Optiona
         return None
     combine = single_combine_op(op)
     return None if combine is None else target.simd_reduction(combine.name, ctypes[0])
+
+
+def _float_extremum(target: MetalTargetInfo, op: Op, ctypes: List[str]) -> Optional[Tuple[str, str, str]]:
+    """The target's NaN-exact simdgroup form of a float max/min reduction, or None."""
+    if len(ctypes) != 1:
+        return None
+    combine = single_combine_op(op)
+    return None if combine is None else target.simd_float_extremum(combine.name, ctypes[0])
+
+
+def _reduce_float_extremum(em: FunctionEmitter, extremum: Tuple[str, str, str], ct: str, acc: str, seg: str,
+                           off_lanes: List[int]) -> None:
+    """acc = the max (or min) over the lanes of this lane's line, NaN and signed zeros exactly as the combine
+    defines them: the builtin runs on the order keys, NaN lanes contributing the key of the value that never wins
+    (-inf for max), and a second reduction of the lanes' NaN flags says whether the result is NaN (any lane's for
+    maximum/minimum, every lane's for maxnum/minnum)."""
+    fn, key_type, nan_rule = extremum
+    to_key = em.ctx.require("tt_float_order_key")
+    nan = em.temp("isnan")
+    em.emit(f"const bool {nan} = isnan({acc});")
+    never_wins = "-INFINITY" if fn == "simd_max" else "INFINITY"
+    key = em.temp("key")
+    em.emit(f"{key_type} {key} = {to_key}({nan} ? {ct}({never_wins}) : {acc});")
+    nans = em.temp("nans")
+    em.emit(f"uint {nans} = uint({nan});")
+    flag_fn = "simd_max" if nan_rule == "any" else "simd_min"
+    if off_lanes:
+        _reduce_in_turns(em, fn, key_type, key_type, key, key, seg, off_lanes)
+        _reduce_in_turns(em, flag_fn, "uint", "uint", nans, nans, seg, off_lanes)
+    else:
+        em.emit(f"{key} = {fn}({key});")
+        em.emit(f"{nans} = {flag_fn}({nans});")
+    em.emit(f"{acc} = {nans} ? {ct}(NAN) : tt_float_from_order_key({key});")
 
 
 def _reduce_in_turns(em: FunctionEmitter, fn: str, rt: str, ct: str, acc: str, value: str, seg: str,
@@ -129,14 +163,21 @@ def _reduce(em: FunctionEmitter, op: Op) -> None:
     # else a simd_shuffle_xor butterfly over the lane bits along the axis
     off_lanes = [b for b in range(len(lay.lane)) if b not in red_lanes]
     turns = 1 << len(off_lanes)
-    builtin = _simd_builtin(em.target, op, ctypes) if red_lanes and turns <= max(1, len(red_lanes)) else None
-    if builtin:
+    # the NaN-exact float max/min costs two builtins per turn
+    extremum = _float_extremum(em.target, op, ctypes) if red_lanes and 2 * turns <= len(red_lanes) else None
+    builtin = None
+    if not extremum and red_lanes and turns <= max(1, len(red_lanes)):
+        builtin = _simd_builtin(em.target, op, ctypes)
+    seg = ""
+    if (extremum or builtin) and off_lanes:
+        seg = em.temp("line")
+        em.emit(f"const uint {seg} = tt_lane & {sum(1 << b for b in off_lanes)};")
+    if extremum:
+        with em.for_regs(K, "k") as k:
+            _reduce_float_extremum(em, extremum, ctypes[0], f"{accs[0]}[{k}]", seg, off_lanes)
+    elif builtin:
         fn, cast = builtin
         ct = ctypes[0]
-        seg = ""
-        if off_lanes:
-            seg = em.temp("line")
-            em.emit(f"const uint {seg} = tt_lane & {sum(1 << b for b in off_lanes)};")
         with em.for_regs(K, "k") as k:
             acc = f"{accs[0]}[{k}]"
             value = f"{cast}({acc})" if cast else acc

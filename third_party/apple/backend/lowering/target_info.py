@@ -31,6 +31,14 @@ _SIMD_REDUCTIONS = {
     "arith.maxui": ("simd_max", "u"), "arith.minui": ("simd_min", "u"), "arith.andi": ("simd_and", ""),
     "arith.ori": ("simd_or", ""), "arith.xori": ("simd_xor", ""),
 }
+# Float max/min combines with a NaN-exact simdgroup form: op -> (builtin over the floats' order keys, whether one
+# NaN lane makes the result NaN ("any", maximum/minimum) or only all of them do ("all", maxnum/minnum)).
+_SIMD_FLOAT_EXTREMA = {
+    "arith.maximumf": ("simd_max", "any"), "arith.maxnumf": ("simd_max", "all"),
+    "arith.minimumf": ("simd_min", "any"), "arith.minnumf": ("simd_min", "all"),
+}
+# The unsigned MSL type of a float type's order key (msl/float_math.metal `tt_float_order_key`).
+_ORDER_KEY_TYPES = {"float": "uint", "half": "ushort"}
 # The value each simd_max / simd_min leaves every other value unchanged with, per MSL integer type.
 _INT_LIMITS = {"int": ("(-2147483647 - 1)", "2147483647"), "short": ("-32768", "32767"),
                "uint": ("0", "0xFFFFFFFFu"), "ushort": ("0", "0xFFFF")}
@@ -161,6 +169,16 @@ class MetalTargetInfo:
         fn, kind = _SIMD_REDUCTIONS[combine]
         cast = self._simd_type(ctype, kind)
         return None if cast is None else (fn, cast)
+
+    @staticmethod
+    def simd_float_extremum(combine: str, ctype: str) -> Optional[Tuple[str, str, str]]:
+        """(simdgroup reduction over order keys, the key's MSL type, NaN rule "any" or "all") for the float
+        max/min combine `combine` on MSL type `ctype`, or None. The reduction runs on integer keys, so it is
+        exact whatever Metal's `simd_max` does with NaN and signed zeros on floats (undocumented)."""
+        if combine not in _SIMD_FLOAT_EXTREMA or ctype not in _ORDER_KEY_TYPES:
+            return None
+        fn, nan_rule = _SIMD_FLOAT_EXTREMA[combine]
+        return fn, _ORDER_KEY_TYPES[ctype], nan_rule
 
     @staticmethod
     def simd_reduction_identity(fn: str, ctype: str) -> str:

@@ -1,6 +1,7 @@
 // Float functions Metal lacks or gets wrong for Triton: NaN-propagating minimum/maximum and NaN-ignoring
-// minnum/maxnum (-0 < +0 in both), log1p, expm1, hypot, cbrt, sinpi/cospi, norm4d and its reciprocal,
-// ilogb/logb. They use `precise::` so they keep full float accuracy whatever math mode the kernel compiles in.
+// minnum/maxnum (-0 < +0 in both), the order keys their simdgroup reductions run on, log1p, expm1, hypot,
+// cbrt, sinpi/cospi, norm4d and its reciprocal, ilogb/logb. They use `precise::` so they keep full float
+// accuracy whatever math mode the kernel compiles in.
 //
 // Sign tests read the sign bit (`as_type<uint>(x) >> 31`) rather than calling `signbit`: clang 22 at -O1 and
 // above miscompiles `signbit` of a float widened from bfloat16 on x86-64 (the emulator's host compiler).
@@ -53,6 +54,26 @@ template <typename T> static inline T tt_minnum(T a, T b) {
         return (as_type<uint>(float(a)) >> 31) ? a : b;
     }
     return a < b ? a : b;
+}
+
+// @helper tt_float_order_key
+/// An unsigned key per float (and per half) whose unsigned order is the float order with -0 < +0 (NaN has no
+/// key), and the float back from its key. Simdgroup max/min reductions of floats run on these keys: Metal
+/// documents neither how `simd_max`/`simd_min` treat a NaN nor which zero they return for -0 and +0, and the
+/// integer forms of both are exact.
+static inline uint tt_float_order_key(float x) {
+    const uint u = as_type<uint>(x);
+    return (u >> 31) ? ~u : (u | 0x80000000u);
+}
+static inline ushort tt_float_order_key(half x) {
+    const ushort u = as_type<ushort>(x);
+    return (u >> 15) ? ushort(~u) : ushort(u | 0x8000u);
+}
+static inline float tt_float_from_order_key(uint k) {
+    return as_type<float>((k >> 31) ? (k & 0x7FFFFFFFu) : ~k);
+}
+static inline half tt_float_from_order_key(ushort k) {
+    return as_type<half>((k >> 15) ? ushort(k & 0x7FFFu) : ushort(~k));
 }
 
 // @helper tt_log1p
