@@ -6,9 +6,9 @@ real libraries' classes, on the emulator, with where the time went.
 
 Models (each seeded and randomly initialised, CPU tensors):
 * ``hybrid``: transformers' ``Qwen3_5ForCausalLM`` (a gated-delta-net layer and a full-attention layer) whose
-  linear attention runs fla-core's Triton kernels (test/models/test_hybrid_linear_attention.py);
+  linear attention runs fla-core's Triton kernels (the models of test/models, built by test/support/tiny_models.py);
 * ``mamba2``: transformers' ``Mamba2ForCausalLM`` on mamba-ssm's Triton SSD kernels (its CUDA build skipped;
-  the two host-side shims of test/models/conftest.py are applied here too);
+  the host-side shims of the model tests are applied here too);
 * ``liger``: transformers' ``LlamaForCausalLM`` patched by liger-kernel's ``apply_liger_kernel_to_llama``.
 
 Phases, each timed in a fresh process (the worker: ``--worker MODEL --phase PHASE``):
@@ -39,19 +39,24 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
+import functools
 import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
-import types
 from pathlib import Path
 from typing import Dict, List, Optional
 
 os.environ.setdefault("TRITON_APPLE_DEVICE", "emulator")
 
 REPO = Path(__file__).resolve().parents[1]
+# The tiny models are the model tests' (test/support/, imported as `support.*` the way the suite sees it); test/
+# goes on sys.path for them, as tools/coverage_table.py does for the conformance matrix.
+sys.path.insert(0, str(REPO / "test"))
+from support import tiny_models  # noqa: E402
+from support.model_checks import torch_only_path  # noqa: E402
 MODELS = ("hybrid", "mamba2", "liger")
 PHASES = ("eager", "compiled")
 
@@ -65,50 +70,24 @@ class Model:
         self.module, self.tokens, self.torch_path, self.train_step = module, tokens, torch_path, train_step
 
 
-def _swap(modeling, names):
-    @contextlib.contextmanager
-    def torch_path():
-        saved = {n: getattr(modeling, n) for n in names}
-        for n, fn in saved.items():
-            setattr(modeling, n, fn.__wrapped__)  # the library's own torch function (see test/models)
-        try:
-            yield
-        finally:
-            for n, fn in saved.items():
-                setattr(modeling, n, fn)
-    return torch_path
-
-
 def build_model(name: str) -> Model:
     import torch
-    tokens = torch.randint(0, 128, (2, 32 if name == "mamba2" else 16), generator=torch.Generator().manual_seed(1))
+    tokens = tiny_models.tokens(32 if name == "mamba2" else 16)
     torch.manual_seed(0)
     if name == "hybrid":
-        from transformers import Qwen3_5TextConfig
         from transformers.models.qwen3_5 import modeling_qwen3_5 as m
-        config = Qwen3_5TextConfig(
-            vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=2,
-            num_key_value_heads=1, head_dim=32, linear_conv_kernel_dim=4, linear_key_head_dim=16,
-            linear_value_head_dim=16, linear_num_key_heads=2, linear_num_value_heads=4,
-            layer_types=["linear_attention", "full_attention"], max_position_embeddings=128)
-        return Model(m.Qwen3_5ForCausalLM(config), tokens,
-                     _swap(m, ("torch_chunk_gated_delta_rule", "torch_recurrent_gated_delta_rule")), True)
+        return Model(m.Qwen3_5ForCausalLM(tiny_models.hybrid_config()), tokens,
+                     functools.partial(torch_only_path, m, tiny_models.FLA_PATH), True)
     if name == "mamba2":
         _mamba_ssm_shims()
-        from transformers import Mamba2Config
         from transformers.models.mamba2 import modeling_mamba2 as m
-        config = Mamba2Config(vocab_size=128, hidden_size=64, state_size=16, num_heads=4, head_dim=32, expand=2,
-                              n_groups=1, num_hidden_layers=2, chunk_size=16, conv_kernel=4)
-        return Model(m.Mamba2ForCausalLM(config).eval(), tokens,
-                     _swap(m, ("mamba2_chunk_scan", "mamba2_selective_state_update")), False)
+        return Model(m.Mamba2ForCausalLM(tiny_models.mamba2_config()).eval(), tokens,
+                     functools.partial(torch_only_path, m, tiny_models.MAMBA_PATH), False)
     if name == "liger":
         import copy
         from liger_kernel.transformers import apply_liger_kernel_to_llama
-        from transformers import LlamaConfig
         from transformers.models.llama import modeling_llama as m
-        config = LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                             num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128)
-        reference = m.LlamaForCausalLM(config).eval()
+        reference = m.LlamaForCausalLM(tiny_models.llama_config()).eval()
         saved = dict(vars(m))
         patched = copy.deepcopy(reference)
         apply_liger_kernel_to_llama(model=patched)
@@ -133,32 +112,11 @@ def build_model(name: str) -> Model:
 
 
 def _mamba_ssm_shims() -> None:
-    """The host-side shims of test/models/conftest.py (docs/integration.md): the package root imports the CUDA
-    extension its CUDA build skipped, and its host code enters `torch.cuda.device(None)` for CPU tensors."""
+    """The host-side shims of the model tests, for this whole worker process (support/tiny_models.py)."""
     import torch
-    import triton
-    sys.modules.setdefault("selective_scan_cuda", types.ModuleType("selective_scan_cuda"))
-
-    class NoCudaDevice:
-        def __init__(self, index):
-            assert index is None, index
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            return False
-
-    original = torch.cuda.get_device_properties
-
-    def properties(device=None):
-        if device is not None and torch.device(device).type == "cpu":
-            props = triton.runtime.driver.active.utils.get_device_properties(0)
-            return types.SimpleNamespace(multi_processor_count=props["multiprocessor_count"])
-        return original(device)
-
-    torch.cuda.device = NoCudaDevice
-    torch.cuda.get_device_properties = properties
+    tiny_models.stub_selective_scan_cuda()
+    torch.cuda.get_device_properties = tiny_models.cpu_device_properties(torch.cuda.get_device_properties)
+    torch.cuda.device = tiny_models.NoCudaDevice
 
 
 # ------------------------------------------------------------------------------------------------ worker

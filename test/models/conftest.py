@@ -2,13 +2,13 @@
 the host-side shims a library needs off CUDA (each documented in docs/integration.md), and inductor's Triton
 route for CPU tensors."""
 import collections
-import sys
-import types
 
 import pytest
 import torch
 
 import triton
+
+from support.tiny_models import NoCudaDevice, cpu_device_properties, stub_selective_scan_cuda
 
 
 @pytest.fixture
@@ -34,46 +34,19 @@ def apple_launches():
         triton.knobs.runtime.launch_enter_hook = previous
 
 
-class _NoCudaDevice:
-    """`torch.cuda.device(None)` as a no-op. mamba-ssm wraps every kernel launch in
-    `with torch.cuda.device(x.device.index)`; a CPU tensor's index is None, which torch's CPU build turns into a
-    TypeError on entry. Only None is accepted: any real index would mean a CUDA tensor reached this test."""
-
-    def __init__(self, index):
-        assert index is None, f"a CUDA device index ({index!r}) on a CPU-only test"
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-
 @pytest.fixture
 def cuda_host_shims(monkeypatch):
-    """The smallest shims mamba-ssm 2.3.2.post1's host code needs on CPU tensors (docs/integration.md, "Library
-    host code that assumes CUDA"): `torch.cuda.device(None)` is a no-op, and `torch.cuda.get_device_properties`
-    of a CPU device answers `multi_processor_count` from the apple driver's device properties (what its backward
-    sizes its grids by). The library itself is unmodified."""
-    original = torch.cuda.get_device_properties
-
-    def properties(device=None):
-        if device is not None and torch.device(device).type == "cpu":
-            props = triton.runtime.driver.active.utils.get_device_properties(0)
-            return types.SimpleNamespace(multi_processor_count=props["multiprocessor_count"])
-        return original(device)
-
-    monkeypatch.setattr(torch.cuda, "device", _NoCudaDevice)
-    monkeypatch.setattr(torch.cuda, "get_device_properties", properties)
+    """The smallest shims mamba-ssm 2.3.2.post1's host code needs on CPU tensors (support/tiny_models.py): a no-op
+    `torch.cuda.device(None)`, and `torch.cuda.get_device_properties` of a CPU device answered from the apple
+    driver. The library itself is unmodified."""
+    monkeypatch.setattr(torch.cuda, "device", NoCudaDevice)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", cpu_device_properties(torch.cuda.get_device_properties))
 
 
 @pytest.fixture(scope="session")
 def mamba_ssm_importable():
-    """mamba-ssm with its CUDA build skipped (MAMBA_SKIP_CUDA_BUILD=TRUE) has no `selective_scan_cuda` extension,
-    and its package root imports it unconditionally (for Mamba 1's selective scan, which these tests never call):
-    an empty module stands in for it so that the pure-Python Triton ops can be imported. Must happen before
-    transformers' Mamba2 module is imported, which picks mamba-ssm's functions at import time."""
-    sys.modules.setdefault("selective_scan_cuda", types.ModuleType("selective_scan_cuda"))
+    """mamba-ssm, importable without the CUDA extension its build skipped."""
+    stub_selective_scan_cuda()
     import mamba_ssm
     return mamba_ssm
 

@@ -14,10 +14,10 @@ import pytest
 import torch
 
 from support.model_checks import assert_close_tree, torch_only_path
+from support.tiny_models import FLA_PATH, hybrid_config, tokens as model_tokens
 
 pytestmark = pytest.mark.slow
 
-FLA_PATH = ("torch_chunk_gated_delta_rule", "torch_recurrent_gated_delta_rule")
 CHUNK_KERNELS = {"chunk_gated_delta_rule_fwd_kkt_solve_kernel", "chunk_gated_delta_rule_fwd_kernel_h_blockdim64",
                  "chunk_fwd_kernel_o", "recompute_w_u_fwd_kernel", "l2norm_fwd_kernel"}
 BACKWARD_KERNELS = {"chunk_gated_delta_rule_bwd_kernel_dhu_blockdim64", "chunk_bwd_kernel_dqkwg",
@@ -37,14 +37,8 @@ def modeling():
 
 
 def make_model(modeling):
-    from transformers import Qwen3_5TextConfig
-    config = Qwen3_5TextConfig(
-        vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=2,
-        num_key_value_heads=1, head_dim=32, linear_conv_kernel_dim=4, linear_key_head_dim=16,
-        linear_value_head_dim=16, linear_num_key_heads=2, linear_num_value_heads=4,
-        layer_types=["linear_attention", "full_attention"], max_position_embeddings=128)
     torch.manual_seed(0)
-    return modeling.Qwen3_5ForCausalLM(config)
+    return modeling.Qwen3_5ForCausalLM(hybrid_config())
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +48,7 @@ def model(modeling):
 
 @pytest.fixture(scope="module")
 def tokens():
-    return torch.randint(0, 128, (2, 16), generator=torch.Generator().manual_seed(1))
+    return model_tokens(16)
 
 
 def _loss_and_grads(model, tokens):

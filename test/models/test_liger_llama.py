@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from support.model_checks import assert_close_tree
+from support.tiny_models import llama_config, tokens as model_tokens
 
 pytestmark = pytest.mark.slow
 
@@ -18,12 +19,9 @@ TRAINING_KERNELS = {"_rms_norm_forward_kernel", "_rms_norm_backward_kernel", "_s
 
 @pytest.fixture
 def llama():
-    from transformers import LlamaConfig
     from transformers.models.llama import modeling_llama
-    config = LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128)
     torch.manual_seed(0)
-    return modeling_llama, modeling_llama.LlamaForCausalLM(config)
+    return modeling_llama, modeling_llama.LlamaForCausalLM(llama_config())
 
 
 @pytest.fixture
@@ -45,7 +43,7 @@ def liger_llama(llama):
 
 @pytest.fixture
 def tokens():
-    return torch.randint(0, 128, (2, 16), generator=torch.Generator().manual_seed(1))
+    return model_tokens(16)
 
 
 def test_training_step_matches_the_unpatched_model(liger_llama, tokens, apple_launches):

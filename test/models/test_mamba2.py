@@ -15,10 +15,10 @@ import pytest
 import torch
 
 from support.model_checks import assert_close_tree, torch_only_path
+from support.tiny_models import MAMBA_PATH, mamba2_config, tokens as model_tokens
 
 pytestmark = pytest.mark.slow
 
-MAMBA_PATH = ("mamba2_chunk_scan", "mamba2_selective_state_update")
 FORWARD_KERNELS = {"_chunk_cumsum_fwd_kernel", "_bmm_chunk_fwd_kernel", "_chunk_state_fwd_kernel",
                    "_state_passing_fwd_kernel", "_chunk_scan_fwd_kernel"}
 BACKWARD_KERNELS = {"_chunk_cumsum_bwd_kernel", "_bmm_chunk_bwd_kernel", "_state_passing_bwd_kernel",
@@ -37,16 +37,13 @@ def modeling(mamba_ssm_importable):
 
 @pytest.fixture(scope="module")
 def model(modeling):
-    from transformers import Mamba2Config
-    config = Mamba2Config(vocab_size=128, hidden_size=64, state_size=16, num_heads=4, head_dim=32, expand=2,
-                          n_groups=1, num_hidden_layers=2, chunk_size=16, conv_kernel=4)
     torch.manual_seed(0)
-    return modeling.Mamba2ForCausalLM(config).eval()
+    return modeling.Mamba2ForCausalLM(mamba2_config()).eval()
 
 
 @pytest.fixture(scope="module")
 def tokens():
-    return torch.randint(0, 128, (2, 32), generator=torch.Generator().manual_seed(1))  # two chunks of 16
+    return model_tokens(32)  # two chunks of 16
 
 
 def test_forward_matches_the_torch_path(modeling, model, tokens, cuda_host_shims, apple_launches):
