@@ -324,3 +324,27 @@ def test_dot_on_nvidia_mma_layouts(tmp_path, device):
     out = torch.zeros(32, 32, device=device)
     kernel[(1, 1, 1)](x, y, out)
     torch.testing.assert_close(out.cpu(), (x.float() @ y.float() + 1).cpu(), rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("BM,BN,BK,dtype,padded", [(64, 64, 32, torch.float16, True), (32, 32, 32, torch.float32, True),
+                                                   (128, 128, 64, torch.float16, False)])
+def test_operand_buffers_have_padded_rows_where_they_fit(BM, BN, BK, dtype, padded, device):
+    # the buffers simdgroup_load reads fragments from get rows 16 bytes longer (no bank conflicts between the 8
+    # rows of a fragment, analysis/padded_rows.py); 128x64 and 64x128 halves fill 32 KB exactly, so they stay
+    # unpadded rather than not fit
+    torch.manual_seed(0)
+    a = torch.randn(200, 3 * BK, device=device).to(dtype)
+    b = torch.randn(3 * BK, 150, device=device).to(dtype)
+    c = torch.empty((200, 150), device=device)
+    M, K = a.shape
+    N = b.shape[1]
+    kernel = matmul_kernel[(triton.cdiv(M, BM), triton.cdiv(N, BN))](
+        a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
+        BM=BM, BN=BN, BK=BK, OUT_F16=False, num_warps=4)
+    torch.testing.assert_close(c, a.float() @ b.float(), rtol=TOL[dtype], atol=TOL[dtype] * K**0.5)
+    text = kernel.asm["msl"]
+    eb = a.element_size()
+    a_ld, b_ld = (BK + 16 // eb, BN + 16 // eb) if padded else (BK, BN)
+    loads = [line for line in text.splitlines() if "simdgroup_load(" in line]
+    assert len(loads) == 2 and loads[0].endswith(f", {a_ld});") and loads[1].endswith(f", {b_ld});"), loads
+    assert kernel.metadata.shared <= 32768

@@ -78,3 +78,38 @@ def test_upstream_placement_that_overlaps_under_our_liveness_is_replaced():
     assert allocate_shared_memory(m) == 6144
     off = _offsets(m)
     assert not (off["b"] < off["c"] + 2048 and off["c"] < off["b"] + 4096)  # %b and %c are disjoint
+
+
+def test_padded_rows_rule():
+    from triton.backends.apple.analysis.padded_rows import padded_bytes, padded_row, padded_strides
+    assert padded_row(64, 2) == 72  # 128-byte half rows: 16 bytes more
+    assert padded_row(32, 2) == 40  # 64 bytes: an even multiple of 16 too
+    assert padded_row(8, 2) == 8  # 16 bytes: the 8 rows of a fragment already start 16 bytes apart
+    assert padded_row(24, 2) == 24  # 48 bytes, an odd multiple of 16
+    assert padded_row(32, 4) == 36 and padded_row(8, 4) == 12
+    for row, eb in [(64, 2), (32, 2), (8, 2), (24, 2), (32, 4), (16, 4), (128, 2)]:
+        # the 8 rows of a fragment start at 8 distinct 16-byte offsets modulo 128 bytes
+        assert len({(r * padded_row(row, eb) * eb) % 128 // 16 for r in range(8)}) == 8
+    assert padded_strides([2, 32, 64], 2) == [32 * 72, 72, 1]
+    assert padded_bytes([32, 64], 2) == 32 * 72 * 2
+
+
+def test_padded_buffers_are_sized_padded_and_unpadded_where_they_would_not_fit():
+    from triton.backends.apple.analysis.padded_rows import PAD_ATTR
+    m = parse_module(IR)
+    allocs = {o.result.name: o for o in m.functions[0].walk() if o.name == "ttg.local_alloc"}
+    allocs["b"].attrs[PAD_ATTR] = 1
+    allocate_shared_memory(m)
+    off = _offsets(m)
+    # %b is 32 rows of 72 halves now (4608 bytes); %c, live with it, starts after it
+    assert off["c"] >= off["b"] + 4608 or off["b"] >= off["c"] + 2048
+    assert m.attrs["ttg.shared"] == 4608 + 2048 and allocs["b"].attrs[PAD_ATTR]
+    # the same buffers 4x as long: 16 KB + 8 KB fit in 32 KB only unpadded
+    big = IR.replace("32x64xf16", "128x64xf16").replace("32x32xf16", "128x64xf16").replace("4096", "16384").replace(
+        "8192", "32768").replace("ttg.shared = 12288", "ttg.shared = 49152")
+    m = parse_module(big)
+    allocs = {o.result.name: o for o in m.functions[0].walk() if o.name == "ttg.local_alloc"}
+    for name in ("b", "c"):
+        allocs[name].attrs[PAD_ATTR] = 1
+    assert allocate_shared_memory(m) == 32768
+    assert not any(PAD_ATTR in a.attrs for a in allocs.values())

@@ -8,6 +8,7 @@ from typing import Dict, List, Optional, Tuple
 
 from ..abi.slots import ADDED_BUFFERS
 from ..analysis.buffer_liveness import buffer_live_ranges, op_positions
+from ..analysis.padded_rows import buffer_bytes
 from ..errors import InternalCompilerError, ResourceLimitError, UnsupportedFeatureError
 from ..ir import Function, Module, Op
 from ..ir.core import Location
@@ -182,7 +183,7 @@ class KernelContext:
         """(offset, bytes) of the explicit buffers live at `op`, by offset; every buffer when `op`'s position
         is unknown."""
         if self._live is None:
-            self._live = [(r.start, r.end, int(r.alloc.attrs.get("allocation.offset", 0)), r.alloc.result.type.nbytes)
+            self._live = [(r.start, r.end, int(r.alloc.attrs.get("allocation.offset", 0)), buffer_bytes(r.alloc))
                           for r in buffer_live_ranges(self.module)]
         pos = self._position.get(id(op))
         return sorted((o, n) for start, end, o, n in self._live if pos is None or start <= pos <= end)

@@ -1,10 +1,10 @@
 """Lowering of `tt.dot`.
 
 simdgroup_matrix path (result in `AppleMmaEncoding`, chosen by `passes/accelerate_matmul.py`): the
-operands are staged row-major in threadgroup memory, each simdgroup loads its 8x8 fragments with
-`simdgroup_load` and accumulates with `simdgroup_multiply_accumulate`; the accumulator lives in
-registers (the fragment layout is the encoding's linear layout), so across a K loop it never touches
-threadgroup memory. Operands too large for the room left are staged in rounds, a slab of K at a time.
+operands are staged row-major in threadgroup memory (rows padded against bank conflicts:
+`analysis/padded_rows.py`), each simdgroup loads its 8x8 fragments with `simdgroup_load` and accumulates with
+`simdgroup_multiply_accumulate`; the accumulator lives in registers (the fragment layout is the encoding's
+linear layout), so across a K loop it never touches threadgroup memory. Operands too large for the room left are staged in rounds, a slab of K at a time.
 
 Operands in `DotOperandEncoding(parent=AppleMmaEncoding)` are already in registers as the fragments a
 simdgroup multiplies (`layouts.mma_operand_layout`): they fill `thread_elements()` directly, without
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import List
 
+from ..analysis.padded_rows import padded_row
 from ..ir import Op
 from ..ir.types import AppleMmaEncoding, DotOperandEncoding, MemDescType, TensorType
 from ..layouts import LinearLayout
@@ -83,22 +84,30 @@ def _dot_simdgroup(em: FunctionEmitter, op: Op) -> None:
     #    they do not fit in the room left (each round a slab of Kc columns of A and rows of B)
     in_regs = {id(v): _holds_fragments(v, enc) for v in (a_v, b_v)}
     staged = [v for v in (a_v, b_v) if not isinstance(v.type, MemDescType) and not in_regs[id(v)]]
-    staged_bytes = sum(v.type.nbytes for v in staged)
-    rounds = 1
-    while staged and staged_bytes // rounds > em.ctx.scratch_room(op) and (K // rounds) % 16 == 0:
-        rounds *= 2
+    elem_bytes = a_v.type.element.nbytes
+    room = em.ctx.scratch_room(op) if staged else 0
+    rounds, pad = _staging_plan([(v, v is a_v) for v in staged], K, N, elem_bytes, room)
     kc = K // rounds
-    views = em.scratch(op, [(in_t, v.type.nbytes // rounds) for v in staged],
+    # the row length (elements) fragments are loaded with: a staged slab's (padded) rows, a shared buffer's own
+    lds = {id(a_v): _padded(kc, elem_bytes, pad), id(b_v): _padded(N, elem_bytes, pad)}
+    views = em.scratch(op, [(in_t, _slab_bytes(v, v is a_v, kc, lds[id(v)], elem_bytes)) for v in staged],
                        "operand_smem") if staged else []
     bufs = {id(v): view for v, view in zip(staged, views)}
     if rounds == 1:
         for v in staged:
-            store_registers(em, em.get(v), bufs[id(v)], row_major_strides(v.type.shape))
+            store_registers(em, em.get(v), bufs[id(v)], _slab_strides(v, v is a_v, K, lds[id(v)]))
         if staged:
             em.barrier()
     for v in (a_v, b_v):
         if isinstance(v.type, MemDescType):
-            bufs[id(v)] = em.get(v).name
+            buf = em.get(v)
+            strides = buf.strides or row_major_strides(v.type.shape)
+            if strides[-1] != 1 or (len(strides) == 3 and strides[0] != strides[1] * v.type.shape[1]):
+                raise em.internal(f"dot operand {v.name}: a shared view with strides {list(strides)} (simdgroup_load "
+                                  "reads rows of contiguous elements, batches one after another)")
+            bufs[id(v)] = buf.name
+            lds[id(v)] = strides[-2]
+    a_ld, b_ld = lds[id(a_v)], lds[id(b_v)]
     a_s, b_s = bufs.get(id(a_v)), bufs.get(id(b_v))
     # 2. this simdgroup's tile origin
     wrow, wcol = em.temp("warp_row"), em.temp("warp_col")
@@ -118,7 +127,7 @@ def _dot_simdgroup(em: FunctionEmitter, op: Op) -> None:
         c = out
         em.open(f"for (uint {rnd} = 0; {rnd} < {rounds}; ++{rnd})")
         for v in staged:
-            _store_round(em, v, bufs[id(v)], v is a_v, kc, rnd)
+            _store_round(em, v, bufs[id(v)], v is a_v, kc, rnd, lds[id(v)])
         em.barrier()
     bt, f, kk, i, j = (em.loop_var(n) for n in ("bt", "f", "kk", "i", "j"))
     em.open(f"for (uint {bt} = 0; {bt} < {batch}; ++{bt})")
@@ -137,13 +146,13 @@ def _dot_simdgroup(em: FunctionEmitter, op: Op) -> None:
     # then its row, then the batch) or with simdgroup_load from threadgroup memory (a round's slab holds
     # only its Kc columns of A / rows of B)
     step = kk if rnd is None else f"({rnd} * {kc // 8} + {kk})"
-    a_k, a_round = (kc, kk) if a_v in staged and rnd is not None else (K, step)
+    a_round = kk if a_v in staged and rnd is not None else step
     b_k, b_round = (kc, kk) if b_v in staged and rnd is not None else (K, step)
     a_regs = f"({bt} << {1 + _log2(K // 8) + _log2(fm)}) | ({i} << {1 + _log2(K // 8)}) | ({step} << 1)"
-    a_tg = f"{a_s} + {bt} * {M * a_k} + ({wrow} + 8 * {i}) * {a_k} + 8 * {a_round}, {a_k}"
+    a_tg = f"{a_s} + {bt} * {M * a_ld} + ({wrow} + 8 * {i}) * {a_ld} + 8 * {a_round}, {a_ld}"
     _load_fragments(em, af, i, fm, in_t, a_v, a_s is None, a_regs, a_tg)
     b_regs = f"({bt} << {1 + _log2(fn_) + _log2(K // 8)}) | ({step} << {1 + _log2(fn_)}) | ({j} << 1)"
-    b_tg = f"{b_s} + {bt} * {b_k * N} + 8 * {b_round} * {N} + {wcol} + 8 * {j}, {N}"
+    b_tg = f"{b_s} + {bt} * {b_k * b_ld} + 8 * {b_round} * {b_ld} + {wcol} + 8 * {j}, {b_ld}"
     _load_fragments(em, bf, j, fn_, in_t, b_v, b_s is None, b_regs, b_tg)
     em.open(f"for (uint {i} = 0; {i} < {fm}; ++{i})")
     em.open(f"for (uint {j} = 0; {j} < {fn_}; ++{j})")
@@ -162,16 +171,52 @@ def _dot_simdgroup(em: FunctionEmitter, op: Op) -> None:
         em.close()
 
 
-def _store_round(em: FunctionEmitter, v, buf: str, is_a: bool, kc: int, rnd: str) -> None:
+def _padded(row: int, elem_bytes: int, pad: bool) -> int:
+    """The row length, in elements, of a staged slab whose rows hold `row` elements: padded as the buffers dots
+    read are (`analysis/padded_rows.py`) where that costs no extra round over K (each round is two barriers)."""
+    return padded_row(row, elem_bytes) if pad else row
+
+
+def _slab_rows(v, is_a: bool, kc: int) -> int:
+    """Rows per batch of operand `v`'s slab of one round: A's M, B's Kc."""
+    return v.type.shape[-2] if is_a else kc
+
+
+def _slab_bytes(v, is_a: bool, kc: int, ld: int, elem_bytes: int) -> int:
+    """Bytes of operand `v`'s slab of one round: A [batch, M, ld] (ld >= Kc), B [batch, Kc, ld] (ld >= N)."""
+    shape = v.type.shape
+    batch = shape[0] if len(shape) == 3 else 1
+    return batch * _slab_rows(v, is_a, kc) * ld * elem_bytes
+
+
+def _staging_plan(staged, K: int, N: int, elem_bytes: int, room: int):
+    """(rounds, padded) for the operands `staged` ((value, is A) pairs): the fewest rounds over K whose slabs
+    fit in `room` bytes (halving Kc while it stays a multiple of 16), with padded rows where they still fit."""
+    def nbytes(rounds: int, pad: bool) -> int:
+        kc = K // rounds
+        return sum(_slab_bytes(v, is_a, kc, _padded(kc if is_a else N, elem_bytes, pad), elem_bytes)
+                   for v, is_a in staged)
+
+    rounds = 1
+    while staged and nbytes(rounds, False) > room and (K // rounds) % 16 == 0:
+        rounds *= 2
+    return rounds, bool(staged) and nbytes(rounds, True) <= room
+
+
+def _slab_strides(v, is_a: bool, kc: int, ld: int) -> List[int]:
+    """Element strides of operand `v`'s slab (A [..., M, Kc], B [..., Kc, N]) whose rows are `ld` long."""
+    rows = _slab_rows(v, is_a, kc)
+    return ([rows * ld] if len(v.type.shape) == 3 else []) + [ld, 1]
+
+
+def _store_round(em: FunctionEmitter, v, buf: str, is_a: bool, kc: int, rnd: str, ld: int) -> None:
     """Write the registers of operand `v` (A: [..., M, K], B: [..., K, N]) whose K index falls in round
-    `rnd` to its slab `buf` (A: [..., M, Kc], B: [..., Kc, N], row-major)."""
+    `rnd` to its slab `buf` (A: [..., M, Kc], B: [..., Kc, N], rows `ld` elements long)."""
     src = em.get(v)
     shape = list(v.type.shape)
     kdim = len(shape) - 1 if is_a else len(shape) - 2
     only_k = [1 if d == kdim else 0 for d in range(len(shape))]
-    slab = list(shape)
-    slab[kdim] = kc
-    strides = row_major_strides(slab)
+    strides = _slab_strides(v, is_a, kc, ld)
     with em.owned_regs(src.layout) as r:
         k = em.temp("k")
         em.emit(f"const uint {k} = {index_expr(em, src.layout, r, only_k)};")

@@ -4,8 +4,9 @@ MemoryOpToLLVM and the memdesc view ops).
 
 A `!ttg.memdesc` lowers to a `threadgroup T*` at the offset `passes/allocate_shared_memory.py` left it
 (upstream's, or placed again after our passes; buffers of hand-written TTGIR compiled from a `.ttgir` file,
-which never ran upstream's allocator, are placed there too). Elements are stored row-major whatever the shared encoding says, because this backend both writes and
-reads every such buffer. Writes are fenced by barriers on both sides, so a buffer is never read while
+which never ran upstream's allocator, are placed there too). Elements are stored row-major whatever the shared
+encoding says, because this backend both writes and reads every such buffer; a buffer that only dots read may
+have its rows padded (`analysis/padded_rows.py`), which its strides say. Writes are fenced by barriers on both sides, so a buffer is never read while
 another thread is still writing it, and never rewritten while another thread still reads it.
 
 A view is a pointer into its buffer plus the element strides of its dimensions (`Lowered.strides`; None: the
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 from typing import List, Sequence
 
+from ..analysis.padded_rows import PAD_ATTR, buffer_bytes, padded_strides
 from ..ir import Op, Value
 from ..ir.types import MemDescType
 from .emitter import FunctionEmitter, Lowered
@@ -33,11 +35,14 @@ def _buffer(em: FunctionEmitter, op: Op) -> Lowered:
     if "allocation.offset" not in op.attrs:  # passes/allocate_shared_memory.py places every buffer
         raise em.internal("shared memory buffer without an allocation offset")
     offset = int(op.attrs["allocation.offset"])
-    need = offset + ty.nbytes
+    need = offset + buffer_bytes(op)
     if need > em.ctx.upstream_shared:
         raise em.internal(f"shared buffer needs {need} bytes but the module allocates {em.ctx.upstream_shared}")
     em.ctx.uses_smem = True
-    return em.bind(op.result, Lowered(em.tg_view(ct, offset, op.result.name), ct))
+    strides = None
+    if op.attrs.get(PAD_ATTR):  # rows padded for the dots that read it (analysis/padded_rows.py)
+        strides = tuple(padded_strides(ty.shape, ty.element.nbytes))
+    return em.bind(op.result, Lowered(em.tg_view(ct, offset, op.result.name), ct, strides=strides))
 
 
 def _strides(em: FunctionEmitter, v: Value) -> List[int]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Optional, Tuple
 
+from ..analysis.padded_rows import PAD_ATTR
 from ..ir import Block, Function, Module, Op
 from ..ir.types import AppleMmaEncoding, TensorType
 from ..target import MAX_THREADGROUP_MEMORY
@@ -252,4 +253,17 @@ def accelerate_matmul(module: Module) -> int:
                 count += 1
         chains[fn.name] = [(p, c) for p, c in pairs if id(p) in encs and id(c) in encs]
     operands_in_registers(module, chains)
+    if len(module.functions) == 1:  # only there are buffers placed again, so only there can they grow
+        for fn in module.functions:
+            _pad_fragment_buffers(fn)
     return count
+
+
+def _pad_fragment_buffers(fn: Function) -> None:
+    """Mark the buffers that only simdgroup_matrix dots read (made from a register value, so written once, by
+    the backend) for padded rows (`analysis/padded_rows.py`); the allocator keeps the mark where it fits."""
+    for alloc in [o for o in fn.walk() if o.name == "ttg.local_alloc" and o.operands]:
+        readers = [u for u, _ in uses(function_ops(fn), alloc.result)]
+        if readers and all(u.name == "tt.dot" and isinstance(u.result.type.encoding, AppleMmaEncoding)
+                           for u in readers):
+            alloc.attrs[PAD_ATTR] = 1

@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import List, Tuple
 
 from ..analysis.buffer_liveness import buffer_live_ranges, op_positions
+from ..analysis.padded_rows import PAD_ATTR, buffer_bytes
 from ..ir import Module, Op
 from ..target import MAX_THREADGROUP_MEMORY
 
@@ -56,15 +57,35 @@ def allocate_shared_memory(module: Module) -> int:
         return _place_unallocated(module, ops, upstream_total)
     for fn in module.functions:
         _fill_late(fn)
+    padded = [o for o in ops if o.attrs.get(PAD_ATTR)]
+    plan = _plan(module, ops, upstream_total)
+    if padded and plan[0] > MAX_THREADGROUP_MEMORY:  # padded rows are a speed-up, never a reason not to fit
+        for o in padded:
+            del o.attrs[PAD_ATTR]
+        plan = _plan(module, ops, upstream_total)
+    total, offsets, in_rounds = plan
+    if offsets is None:
+        return upstream_total
+    for op in in_rounds:
+        del op.attrs["allocation.offset"], op.attrs["allocation.size"]
+    for op, offset in offsets:
+        op.attrs["allocation.offset"] = offset
+    module.attrs["ttg.shared"] = total
+    return total
+
+
+def _plan(module: Module, ops: List[Op], upstream_total: int):
+    """(total, [(op, offset)], scratch ops left to rounds), or (upstream's total, None, []) where upstream's
+    placement stays. Changes nothing."""
     pos = op_positions(module)
     items: List[Tuple[int, int, int, Op]] = []  # (size, start, end, op)
     for rng in buffer_live_ranges(module):
-        items.append((rng.alloc.result.type.nbytes, rng.start, rng.end, rng.alloc))
+        items.append((buffer_bytes(rng.alloc), rng.start, rng.end, rng.alloc))
     for o in ops:
         if o.name != "ttg.local_alloc" and "allocation.offset" in o.attrs and "allocation.size" in o.attrs:
             items.append((int(o.attrs["allocation.size"]), pos[id(o)], pos[id(o)], o))
     placed: List[Tuple[int, int, int, int]] = []  # (offset, size, start, end)
-    offsets = {}
+    offsets = []
     in_rounds = []  # scratch the lowering moves in rounds through the room left at its op
     for size, start, end, op in sorted(items, key=lambda t: (-t[0], t[1])):
         clashes = sorted((off, sz) for off, sz, s, e in placed if s <= end and start <= e)
@@ -77,19 +98,14 @@ def allocate_shared_memory(module: Module) -> int:
             in_rounds.append(op)
             continue
         placed.append((offset, size, start, end))
-        offsets[id(op)] = (op, offset)
+        offsets.append((op, offset))
     total = max((off + sz for off, sz, _, _ in placed), default=0)
-    if not in_rounds and total >= upstream_total and _upstream_placement_holds(items):
-        return upstream_total
-    for op in in_rounds:
-        del op.attrs["allocation.offset"], op.attrs["allocation.size"]
-    for op, offset in offsets.values():
-        op.attrs["allocation.offset"] = offset
-    module.attrs["ttg.shared"] = total
-    return total
+    if not in_rounds and total >= upstream_total and _upstream_placement_holds(items, upstream_total):
+        return upstream_total, None, []
+    return total, offsets, in_rounds
 
 
-def _upstream_placement_holds(items: List[Tuple[int, int, int, Op]]) -> bool:
+def _upstream_placement_holds(items: List[Tuple[int, int, int, Op]], upstream_total: int) -> bool:
     """Whether upstream's offsets still keep apart everything that is live at once. Upstream placed them for
     its own liveness; ours differs (a dot reading its operand's buffer in place keeps the buffer live up to
     the dot, where upstream's `local_load` ended it), so its placement can overlap a live buffer with another
@@ -99,6 +115,8 @@ def _upstream_placement_holds(items: List[Tuple[int, int, int, Op]]) -> bool:
         if "allocation.offset" not in op.attrs:
             return False
         spans.append((int(op.attrs["allocation.offset"]), size, start, end))
+        if spans[-1][0] + size > upstream_total:  # a buffer that grew (padded rows) past upstream's end
+            return False
     for i, (o1, n1, s1, e1) in enumerate(spans):
         for o2, n2, s2, e2 in spans[i + 1:]:
             if s1 <= e2 and s2 <= e1 and o1 < o2 + n2 and o2 < o1 + n1:
