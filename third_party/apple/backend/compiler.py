@@ -16,6 +16,7 @@ from triton._C.libtriton import ir, passes
 from triton.backends.compiler import BaseBackend, GPUTarget, Language
 
 from . import compile_log, knobs
+from .analysis.addresses import reads_addresses
 from .errors import InvalidOptionError, UnsupportedFeatureError
 from .host import default_family
 from .target import DEFAULT_FAMILY, DEFAULT_MSL_VERSION, GPU_FAMILIES, MAX_WARPS, MSL_VERSIONS, SIMD_WIDTH, default_msl_version
@@ -218,7 +219,6 @@ class AppleBackend(BaseBackend):
         module = parse_module(mod if isinstance(mod, str) else mod.str())
         check_num_warps(module.kernel.name, opt)  # for a TTGIR source, whose compile starts here
         warn_where_nvidia_refuses(module, module.kernel.name)
-        from .analysis.addresses import reads_addresses
         metadata["reads_addresses"] = reads_addresses(module)  # pointer tables: refused on a Mac (driver.py)
         decompose_scaled_dot(module)
         accelerate_matmul(module)
