@@ -3,6 +3,7 @@ emulator package for the hand-written MSL tests. Plain helpers live in test/supp
 them from there, never from this module by name, so that a folder may add a conftest.py of its own without
 shadowing this one."""
 import os
+import signal
 
 import pytest
 
@@ -19,6 +20,19 @@ def device():
 @pytest.fixture
 def apple_compile():
     return compile_for_apple
+
+
+@pytest.fixture
+def sigint_raises(monkeypatch):
+    """SIGINT raises KeyboardInterrupt during the test, as in an interactive Python, also where the test process
+    started with SIGINT ignored (a shell runs background jobs so, and Python then installs no handler); the
+    emulator's timeout fails the test instead of letting it spin if the signal is lost anyway."""
+    monkeypatch.setenv("TRITON_APPLE_EMULATOR_TIMEOUT", "60")
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
 
 
 @pytest.fixture(scope="session")

@@ -266,7 +266,7 @@ def test_timeout_knob_says_where_every_thread_is(emu, monkeypatch):
 
 
 @pytest.mark.parametrize("host_threads", [1, 2])
-def test_sigint_interrupts_a_spinning_launch(emu, host_threads):
+def test_sigint_interrupts_a_spinning_launch(emu, host_threads, sigint_raises):
     k = emu.compile_msl(SPIN, "spin")
     out = torch.zeros(64, dtype=torch.int32)
     timer = threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT))

@@ -437,7 +437,7 @@ def _spin_args():
     return torch.zeros(1, dtype=torch.int32), torch.zeros(32, dtype=torch.int32)
 
 
-def test_ctrl_c_stops_a_spinning_triton_kernel():
+def test_ctrl_c_stops_a_spinning_triton_kernel(sigint_raises):
     flag, out = _spin_args()
     _spin[(1, )](torch.ones(1, dtype=torch.int32), out, num_warps=1)  # compiled, and launches through C
     out.zero_()
