@@ -213,3 +213,18 @@ def test_the_commands_it_runs_take_the_options_it_passes():
     assert all(f'@"--{o}"' in tool for o in ("json", "markdown", "outputs", "timeout"))
     assert all(f'@"{key}"' in tool for key in ("kernels", "source", "name", "feature", "threadgroups",
                                                  "threads_per_threadgroup", "type", "outputs", "expected", "what"))
+
+
+def test_the_install_instructions_name_what_the_workflow_uploads():
+    """README's "On a Mac" and docs/mac.md tell a user to download a wheel artifact by name, for the Python the
+    workflow built it with: the names are ones the workflow uploads, the Python is the workflow's."""
+    job = _job()
+    template = _step(job, "Upload the wheel")["with"]["name"]
+    runners = json.loads(re.search(r"'(\[.*\])'", job["strategy"]["matrix"]["runner"]).group(1))  # the default
+    uploaded = {template.replace("${{ join(matrix.runner, '-') }}", r) for r in runners}
+    (python, ) = [s["with"]["python-version"] for s in job["steps"] if s.get("uses", "").startswith("actions/setup-python")]
+    for doc in (ROOT / "README.md", ROOT / "docs" / "mac.md"):
+        text = doc.read_text()
+        named = set(re.findall(r"--name (triton-wheel-[\w-]+)", text))
+        assert named and named <= uploaded, (doc.name, named, uploaded)
+        assert f"python{python} -m venv" in text and "pip install wheel/triton-3.9.0*.whl" in text, doc.name
