@@ -65,9 +65,11 @@ if [ "$TEST" = 1 ]; then
     step "apt (tests): the AArch64 cross toolchain, lld-22 and qemu-user-static for the portability tests (~440 MB)"
     apt_install libc6-dev-arm64-cross libstdc++-12-dev-arm64-cross lld-22 qemu-user-static
   fi
-  step "pip (tests): pytest, pytest-xdist, hypothesis, nanobind, setuptools; liger-kernel, fla-core, einops (unmodified libraries)"
-  # setuptools builds the wheel test/packaging installs from (pip wheel --no-build-isolation)
-  python -m pip install -q "pytest==9.0.3" "pytest-xdist==3.8.0" "hypothesis==6.155.2" "nanobind==3.1.0" "setuptools==84.2.1"
+  step "pip (tests): pytest, pytest-xdist, pytest-timeout, hypothesis, nanobind, setuptools; liger-kernel, fla-core, einops (unmodified libraries)"
+  # setuptools builds the wheel test/packaging installs from (pip wheel --no-build-isolation); pytest-timeout is the
+  # per-test timeout of the macOS workflow, whose behaviour test/lowering/test_macos_workflow.py checks here
+  python -m pip install -q "pytest==9.0.3" "pytest-xdist==3.8.0" "pytest-timeout==2.4.0" "hypothesis==6.155.2" \
+    "nanobind==3.1.0" "setuptools==84.2.1"
   # test/integration runs these libraries unmodified; they need only torch and triton, hence --no-deps.
   python -m pip install -q --no-deps "liger-kernel==0.8.5" "fla-core==0.6.0" "einops==0.8.2"
   # test/models builds tiny models from transformers' own classes (its dependencies from PyPI, pinned where the
