@@ -410,7 +410,13 @@ class _OwnedRegs:
 
 class _RegLoop:
     """`with em.for_regs(R) as r:` emits `for (uint r = 0; r < R; ++r) {` (or nothing for R == 1,
-    where `r` is the literal 0) and closes it afterwards."""
+    where `r` is the literal 0) and closes it afterwards. A loop of at most `UNROLL_MAX` registers whose body
+    is one plain statement is written out instead, one line per register (`x[0] = ...;`, `x[1] = ...;`):
+    every Metal compiler unrolls such loops anyway, and the emulator's clang spends a quarter of a large
+    kernel's optimisation time rotating thousands of two- and four-iteration loops before it unrolls them
+    (its dominator-tree updates grow with the function)."""
+
+    UNROLL_MAX = 4
 
     def __init__(self, em: FunctionEmitter, n: int, var: str):
         self.em, self.n, self.var = em, n, var
@@ -420,8 +426,27 @@ class _RegLoop:
             return "0"
         self.name = self.em.loop_var(self.var)
         self.em.open(f"for (uint {self.name} = 0; {self.name} < {self.n}; ++{self.name})")
+        self.header = len(self.em.lines) - 1
         return self.name
 
     def __exit__(self, *exc) -> None:
-        if self.n != 1:
-            self.em.close()
+        if self.n == 1:
+            return
+        if exc[0] is None and self.n <= self.UNROLL_MAX and self._write_out():
+            return
+        self.em.close()
+
+    def _write_out(self) -> bool:
+        """Replace the open loop by one copy of its body per register, if the body is one plain statement."""
+        em, h = self.em, self.header
+        if len(em.lines) != h + 2 or any(i > h for i, _ in em.op_lines) or any(i > h for i in em._starts):
+            return False
+        stmt = em.lines[-1].strip()
+        if not stmt.endswith(";") or "//" in stmt or "{" in stmt or "}" in stmt or _DECLARATION.match(stmt):
+            return False
+        em.indent -= 1
+        del em.lines[h:]
+        counter = re.compile(rf"\b{re.escape(self.name)}\b")
+        for r in range(self.n):
+            em.emit(counter.sub(str(r), stmt))
+        return True
