@@ -43,10 +43,32 @@ _REGION_RE = re.compile(r"\x00R(\d+)\x00")
 # Small text utilities
 
 
+# The scanners below look at a character only where it can matter (a quote, `-` of `->`, a bracket, the first
+# character of what they search for) and jump over everything in between with one regular-expression search:
+# the same decisions as reading every character, several times faster on printed modules.
+_BRACKETS = "([{<)]}>"
+
+
+def _jump(first_chars: str) -> "re.Pattern[str]":
+    return _JUMPS.get(first_chars) or _JUMPS.setdefault(first_chars, re.compile("[" + re.escape(first_chars) + "]"))
+
+
+_JUMPS: Dict[str, "re.Pattern[str]"] = {}
+
+
 def split_top(s: str, sep: str = ",") -> List[str]:
     """Split at `sep` outside of (), [], {}, <> and strings; `->` is not a closing bracket."""
     out, depth, cur, i = [], 0, [], 0
-    while i < len(s):
+    jump = _jump('"-' + _BRACKETS + sep[:1])
+    n = len(s)
+    while i < n:
+        m = jump.search(s, i)
+        j = m.start() if m else n
+        if j > i:
+            cur.append(s[i:j])
+            i = j
+            if i >= n:
+                break
         c = s[i]
         if c == '"':
             j = _string_end(s, i)
@@ -76,7 +98,13 @@ def split_top(s: str, sep: str = ",") -> List[str]:
 
 def find_top(s: str, needle: str, start: int = 0, last: bool = False) -> int:
     depth, i, found = 0, start, -1
-    while i < len(s):
+    jump = _jump('"-' + _BRACKETS + needle[:1])
+    n = len(s)
+    while i < n:
+        m = jump.search(s, i)
+        if not m:
+            break
+        i = m.start()
         c = s[i]
         if c == '"':
             i = _string_end(s, i)
@@ -100,16 +128,15 @@ def find_top(s: str, needle: str, start: int = 0, last: bool = False) -> int:
     return found
 
 
+_STRING_AT = re.compile(r'"(?:[^"\\]|\\.)*"', re.S)
+
+
 def _string_end(s: str, i: int) -> int:
-    j = i + 1
-    while j < len(s):
-        if s[j] == "\\":
-            j += 2
-            continue
-        if s[j] == '"':
-            return j + 1
-        j += 1
-    raise IRParseError(f"unterminated string in {s[i:i + 40]!r}")
+    """The index after the string literal that starts at `s[i]` (a backslash escapes the next character)."""
+    m = _STRING_AT.match(s, i)
+    if not m:
+        raise IRParseError(f"unterminated string in {s[i:i + 40]!r}")
+    return m.end()
 
 
 def _unwrap(s: str, open_: str, close: str) -> str:
@@ -371,7 +398,13 @@ class _Scanner:
     def read_balanced(self) -> str:
         """Read a bracketed group starting at the current position (which must be an opener)."""
         t, start, depth = self.text, self.pos, 0
-        while self.pos < len(t):
+        jump = _jump('"-' + _BRACKETS)
+        while True:
+            m = jump.search(t, self.pos)
+            if not m:
+                self.pos = len(t)
+                break
+            self.pos = m.start()
             c = t[self.pos]
             if c == '"':
                 self.pos = _string_end(t, self.pos)
@@ -606,9 +639,14 @@ class ModuleParser:
         region_slots: List[Tuple[int, int]] = []
         depth = 0
         t = sc.text
+        jump = _jump('"-l' + _BRACKETS)
         while True:
-            if sc.pos >= len(t):
+            m = jump.search(t, sc.pos)
+            if not m:
                 raise IRParseError(f"unterminated op {name}")
+            if m.start() > sc.pos:
+                buf.append(t[sc.pos:m.start()])
+                sc.pos = m.start()
             c = t[sc.pos]
             if c == '"':
                 end = _string_end(t, sc.pos)
