@@ -590,11 +590,15 @@ class AppleDriver(DriverBase):
 
     def get_benchmarker(self):
         """What `@triton.autotune` times configs with: on a Mac `mps_host.do_bench` (batches of calls between
-        synchronisations), elsewhere `triton.testing.do_bench`."""
+        synchronisations); on the emulator `triton.testing.do_bench` with a short budget per config
+        (`TRITON_APPLE_EMULATOR_AUTOTUNE_MS`): the ranking it produces is of CPU emulation, which picks a config
+        for the emulator's own runs and predicts nothing about a GPU, so upstream's 125 ms per config (several
+        hundred launches, each after clearing the cache) bought only a slower first call."""
         if self.mode == "metal":
             return mps_host.do_bench
         from triton.testing import do_bench
-        return do_bench
+        budget = knobs.emulator_autotune_ms.get()
+        return functools.partial(do_bench, warmup=min(budget, 1.0), rep=budget)
 
     def get_empty_cache_for_benchmark(self):
         import torch

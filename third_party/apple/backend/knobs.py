@@ -128,6 +128,11 @@ emulator_timeout = Knob("TRITON_APPLE_EMULATOR_TIMEOUT", 0.0,
                         "seconds after which a running emulator launch is stopped with an error (0: no limit)",
                         _seconds)
 
+emulator_autotune_ms = Knob("TRITON_APPLE_EMULATOR_AUTOTUNE_MS", 5.0,
+                             "milliseconds `@triton.autotune` times each config for on the emulator (after one "
+                             "warm-up call); upstream's 25 + 100 ms per config rank CPU emulation, which says "
+                             "nothing of a GPU", _non_negative(float, "a non-negative number of milliseconds"))
+
 emulator_max_loaded = Knob("TRITON_APPLE_EMULATOR_MAX_LOADED", 256,
                            "kernel libraries the emulator keeps loaded at once (least recently launched are "
                            "unloaded first, and loaded again when launched)", _count)
