@@ -37,7 +37,7 @@ def test_the_budget_is_the_knobs(monkeypatch, env, warmup, rep):
     else:
         monkeypatch.setenv("TRITON_APPLE_EMULATOR_AUTOTUNE_MS", env)
     bench = triton.runtime.driver.active.get_benchmarker()
-    assert bench.func is triton.testing.do_bench and bench.keywords == {"warmup": warmup, "rep": rep}
+    assert bench.keywords == {"warmup": warmup, "rep": rep}
 
 
 def test_a_bad_budget_is_refused_naming_the_variable(monkeypatch):

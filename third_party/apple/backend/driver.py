@@ -128,28 +128,39 @@ class EmulatorFunction:
     the launcher can map compiler errors back to Triton ops through the kernel's location map."""
 
     def __init__(self, name: str, source: Union[str, bytes], build_now: bool = False):
+        from .emulator import tuning
         self.name = name
         self.source = source
         self._kernel = None
         self._build = None
+        self._quick = tuning.quick_builds()  # loaded while autotune configs are timed: an -O0 library first
         if build_now:  # started in the background, joined at the first launch (emulator/background.py)
             from .emulator import background
-            self._build = background.start(source, name)
+            self._build = background.start(source, name, self._quick)
 
     @property
     def is_compiled(self) -> bool:
         return self._kernel is not None
 
     def compiled(self, locations: MslLocations):
+        """The library to launch: the quick one while autotune configs are timed, the optimised one from the
+        first launch outside that on (the config the autotuner chose; emulator/tuning.py)."""
+        from .emulator import tuning
+        if self._kernel is not None and self._kernel.quick and not tuning.quick_builds():
+            self.optimise()
         if self._kernel is None:
             from .emulator import EmulatorCompileError, background
             try:
-                self._kernel = background.result(self._build, self.source, self.name)
+                self._kernel = background.result(self._build, self.source, self.name, self._quick)
                 self._build = None
             except EmulatorCompileError as e:
                 raise EmulatorCompileError(locations.explain(str(e), e.msl_lines), e.msl_lines, e.diagnostics,
                                            e.kernel_name) from None
         return self._kernel
+
+    def optimise(self) -> None:
+        """Launch the optimised library from now on (built, or loaded from the cache, at the next launch)."""
+        self._kernel, self._build, self._quick = None, None, False
 
 
 def registers_per_thread(max_threads: int, fam: str) -> int:
@@ -251,6 +262,16 @@ class AppleUtils:
 
     def get_device_properties(self, device) -> dict:
         return device_properties(self.mode, default_family())
+
+
+def _time_configs_on_the_emulator(fn, **kwargs):
+    """`triton.testing.do_bench` for the autotuner on the emulator, with the kernels it loads meanwhile built
+    quickly (emulator/tuning.py)."""
+    from triton.testing import do_bench
+
+    from .emulator import tuning
+    with tuning.timing_configs():
+        return do_bench(fn, **kwargs)
 
 
 @functools.lru_cache(None)
@@ -442,7 +463,17 @@ class EmulatorLaunch:
             _dim3(la.name, grid, "grid", 0)  # raises, saying which dimension
         added = la.added_buffers("cpu")
         try:
-            kernel.run(plan, grid, (la.threads, 1, 1), args, tuple(added.values()), enter_hook, launch_metadata)
+            try:
+                kernel.run(plan, grid, (la.threads, 1, 1), args, tuple(added.values()), enter_hook, launch_metadata)
+            except Exception as e:
+                if not (kernel.quick and getattr(e, "kind", None) == "stack_overflow"):
+                    raise
+                # an -O0 library's frames are larger than the optimised one's: time this config on that (the
+                # failed launch left every argument as it was)
+                function.optimise()
+                kernel = function.compiled(la.locations)
+                kernel.run(self._native_plan(kernel), grid, (la.threads, 1, 1), args, tuple(added.values()),
+                           enter_hook, launch_metadata)
         except Exception as e:
             from .emulator import EmulatorLaunchError
             if isinstance(e, EmulatorLaunchError):
@@ -591,14 +622,14 @@ class AppleDriver(DriverBase):
     def get_benchmarker(self):
         """What `@triton.autotune` times configs with: on a Mac `mps_host.do_bench` (batches of calls between
         synchronisations); on the emulator `triton.testing.do_bench` with a short budget per config
-        (`TRITON_APPLE_EMULATOR_AUTOTUNE_MS`): the ranking it produces is of CPU emulation, which picks a config
-        for the emulator's own runs and predicts nothing about a GPU, so upstream's 125 ms per config (several
-        hundred launches, each after clearing the cache) bought only a slower first call."""
+        (`TRITON_APPLE_EMULATOR_AUTOTUNE_MS`) and the configs' libraries built at -O0 (emulator/tuning.py): the
+        ranking it produces is of CPU emulation, which picks a config for the emulator's own runs and predicts
+        nothing about a GPU, so upstream's 125 ms per config (several hundred launches, each after clearing the
+        cache) and optimised builds of configs never launched again bought only a slower first call."""
         if self.mode == "metal":
             return mps_host.do_bench
-        from triton.testing import do_bench
         budget = knobs.emulator_autotune_ms.get()
-        return functools.partial(do_bench, warmup=min(budget, 1.0), rep=budget)
+        return functools.partial(_time_configs_on_the_emulator, warmup=min(budget, 1.0), rep=budget)
 
     def get_empty_cache_for_benchmark(self):
         import torch

@@ -133,6 +133,10 @@ emulator_autotune_ms = Knob("TRITON_APPLE_EMULATOR_AUTOTUNE_MS", 5.0,
                              "warm-up call); upstream's 25 + 100 ms per config rank CPU emulation, which says "
                              "nothing of a GPU", _non_negative(float, "a non-negative number of milliseconds"))
 
+emulator_autotune_quick = Knob("TRITON_APPLE_EMULATOR_AUTOTUNE_QUICK", True,
+                                "build the libraries of autotune configs being timed on the emulator at -O0 "
+                                "(emulator/tuning.py); the config chosen runs on an optimised library", _flag)
+
 emulator_max_loaded = Knob("TRITON_APPLE_EMULATOR_MAX_LOADED", 256,
                            "kernel libraries the emulator keeps loaded at once (least recently launched are "
                            "unloaded first, and loaded again when launched)", _count)

@@ -28,25 +28,26 @@ def workers() -> int:
     return max(2, min(8, os.cpu_count() or 1))
 
 
-def start(source: Union[str, bytes], kernel_name: str) -> Future:
-    """Start building `kernel_name`'s library from `source` (`compile_msl` in a worker thread)."""
+def start(source: Union[str, bytes], kernel_name: str, quick: bool = False) -> Future:
+    """Start building `kernel_name`'s library from `source` (`compile_msl` in a worker thread; `quick`: at -O0,
+    see tuning.py)."""
     global _pool, _pool_pid
     from .kernel import compile_msl
     with _lock:
         if _pool is None or _pool_pid != os.getpid():
             _pool = ThreadPoolExecutor(max_workers=workers(), thread_name_prefix="apple-emulator-build")
             _pool_pid = os.getpid()
-        future = _pool.submit(compile_msl, source, kernel_name)
+        future = _pool.submit(compile_msl, source, kernel_name, quick)
     future.pid = os.getpid()
     return future
 
 
-def result(future: Optional[Future], source: Union[str, bytes], kernel_name: str):
-    """The EmulatorKernel `future` (from :func:`start`) builds, or its error; built here when there is no future
-    or it belongs to the process this one was forked from."""
+def result(future: Optional[Future], source: Union[str, bytes], kernel_name: str, quick: bool = False):
+    """The EmulatorKernel `future` (from :func:`start`) builds, or its error; built here (`quick` as
+    :func:`start`'s) when there is no future or it belongs to the process this one was forked from."""
     if future is None or getattr(future, "pid", None) != os.getpid():
         from .kernel import compile_msl
-        return compile_msl(source, kernel_name)
+        return compile_msl(source, kernel_name, quick)
     return future.result()
 
 

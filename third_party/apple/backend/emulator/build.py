@@ -132,15 +132,24 @@ def build_runtime() -> Path:
     return out_dir / RUNTIME_LIB
 
 
-def _pch_flags() -> List[str]:
-    return [f for f in KERNEL_FLAGS if f != "-shared"] + list(target_defines())
+def kernel_flags(quick: bool = False) -> Tuple[str, ...]:
+    """The flags a kernel library is built with: clang.KERNEL_FLAGS, or for a quick build (autotune configs
+    being timed, see tuning.py) the same at -O0: 8x less compile time for fla's large kernels, the same results
+    (the flags pin every floating-point and integer rule at any level), slower runs."""
+    return tuple("-O0" if f == "-O2" else f for f in KERNEL_FLAGS) if quick else KERNEL_FLAGS
 
 
-_pch_dirs: Dict[Tuple[str, ...], Path] = {}  # by the target's defines (target_defines): the header depends on them
+def _pch_flags(quick: bool = False) -> List[str]:
+    return [f for f in kernel_flags(quick) if f != "-shared"] + list(target_defines())
+
+
+# by the target's defines (target_defines, the header depends on them) and the optimisation level (clang refuses
+# a PCH built at another one)
+_pch_dirs: Dict[Tuple[Tuple[str, ...], bool], Path] = {}
 _pch_lock = threading.Lock()
 
 
-def build_pch() -> Optional[Path]:
+def build_pch(quick: bool = False) -> Optional[Path]:
     """The compat header (``metal_stdlib`` -> ``metal_compat.h`` and what it includes), parsed once into a
     precompiled header with the kernel flags: a cache entry holding a copy of the include directory's files and
     ``metal_compat.pch`` built from that copy (so that edits of the source tree never invalidate it under a
@@ -149,20 +158,21 @@ def build_pch() -> Optional[Path]:
     without it). Remembered for the process: a kernel compile after the cache directory changed (or was
     emptied) still uses it while its files exist."""
     with _pch_lock:
-        known = _pch_dirs.get(target_defines())
+        known = _pch_dirs.get((target_defines(), quick))
         if known is not None and (known / PCH).is_file():
             return known
         cxx = find_compiler()
         srcs = native_sources()
         headers = {k[len("include/"):]: v for k, v in srcs.items() if k.startswith("include/")}
-        key = hash_parts("pch", compiler_version(cxx)[1], _pch_flags(),
+        key = hash_parts("pch", compiler_version(cxx)[1], _pch_flags(quick),
                     *[k.encode() + b"=" + v for k, v in sorted(headers.items())])[:32]
         out_dir = cache_root() / f"pch-{key}"
 
         def build(directory: Path):
             for name, data in headers.items():
                 write_file(directory / name, data)
-            cmd = [cxx, *_pch_flags(), "-I", str(directory), "-x", "c++-header", str(directory / "metal_compat.h")]
+            cmd = [cxx, *_pch_flags(quick), "-I", str(directory), "-x", "c++-header",
+                   str(directory / "metal_compat.h")]
             res = _compile_into(cmd, directory / PCH, directory)
             if res.returncode != 0:
                 raise failure_outside_the_source(res, directory, sorted(headers), "the precompiled compat header") \
@@ -176,7 +186,7 @@ def build_pch() -> Optional[Path]:
         except EmulatorError as e:
             warnings.warn(EmulatorCacheWarning(f"Metal emulator: {e}; kernels are compiled without it"))
             return None
-        _pch_dirs[target_defines()] = out_dir
+        _pch_dirs[(target_defines(), quick)] = out_dir
         return out_dir
 
 
@@ -188,21 +198,25 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def kernel_key(source: str, kernel_name: str, trampoline: str, tools: bool = False) -> str:
+def kernel_key(source: str, kernel_name: str, trampoline: str, tools: bool = False, quick: bool = False) -> str:
     cxx = find_compiler()
     srcs = native_sources()
-    return hash_parts("kernel", compiler_version(cxx)[1], KERNEL_FLAGS, target_defines(), extra_link_flags(),
+    return hash_parts("kernel", compiler_version(cxx)[1], kernel_flags(quick and not tools), target_defines(),
+                      extra_link_flags(),
                       _runtime_defines(), *(TOOL_FLAGS if tools else ()),
                  *[k.encode() + b"=" + v for k, v in sorted(srcs.items())], source, kernel_name, trampoline)[:40]
 
 
 def build_kernel(source: str, kernel_name: str, trampoline: str, trampoline_lines: Dict[int, int],
-                 sig_line: int, original_source: str, tools: bool = False) -> Tuple[Path, bool]:
+                 sig_line: int, original_source: str, tools: bool = False, quick: bool = False) -> Tuple[Path, bool]:
     """Compile a kernel; returns (shared object, was_cached). Raises EmulatorCompileError. ``tools``: the build for
-    the sanitizer and profiler (clang.TOOL_FLAGS; without the precompiled header, which is built without them)."""
+    the sanitizer and profiler (clang.TOOL_FLAGS; without the precompiled header, which is built without them).
+    ``quick``: at -O0 (:func:`kernel_flags`; not for the tools build)."""
     cxx = find_compiler()
     inc, _ = native_dirs()
-    key = kernel_key(source, kernel_name, trampoline, tools)
+    quick = quick and not tools
+    flags = kernel_flags(quick)
+    key = kernel_key(source, kernel_name, trampoline, tools, quick)
     out_dir = cache_root() / key[:2] / key
     msl_name = f"{kernel_name}.metal"
 
@@ -211,13 +225,13 @@ def build_kernel(source: str, kernel_name: str, trampoline: str, trampoline_line
         write_file(directory / "entry.cpp", trampoline.encode())
         # The runtime hooks (__tt_*, __ubsan_*) stay undefined here: they resolve against the runtime, which
         # is always loaded RTLD_GLOBAL before any kernel (no path baked into the kernel's library).
-        pch = None if tools else build_pch()
+        pch = None if tools else build_pch(quick)
         include = ["-I", str(pch), "-include-pch", str(pch / PCH)] if pch else ["-I", str(inc)]
         tool_flags = list(TOOL_FLAGS) if tools else []
-        cmd = [cxx, *KERNEL_FLAGS, *tool_flags, *target_defines(), *include, "entry.cpp", *extra_link_flags()]
+        cmd = [cxx, *flags, *tool_flags, *target_defines(), *include, "entry.cpp", *extra_link_flags()]
         res = _compile_into(cmd, directory / KERNEL_LIB, directory)
         if res.returncode != 0 and pch and re.search(r"precompiled header|PCH file|\.pch", res.stderr):
-            cmd = [cxx, *KERNEL_FLAGS, *tool_flags, *target_defines(), "-I", str(inc), "entry.cpp",
+            cmd = [cxx, *flags, *tool_flags, *target_defines(), "-I", str(inc), "entry.cpp",
                    *extra_link_flags()]  # a PCH problem
             res = _compile_into(cmd, directory / KERNEL_LIB, directory)
         if res.returncode != 0:
@@ -236,7 +250,7 @@ def build_kernel(source: str, kernel_name: str, trampoline: str, trampoline_line
 
     hit = cached_entry(out_dir, [KERNEL_LIB, msl_name, "entry.cpp"], timed_build, f"kernel '{kernel_name}'")
     compile_log.emit(kernel_name, compile_log.LOADED if hit else compile_log.COMPILED, "emulator", sum(clang),
-                     str(out_dir))
+                     str(out_dir) + (", -O0: an autotune config being timed" if quick else ""))
     return out_dir / KERNEL_LIB, hit
 
 

@@ -152,6 +152,7 @@ class EmulatorKernel:
         self.params = signature.params
         self.so_path = Path(so_path)
         self.cache_hit = cache_hit
+        self.quick = False  # built at -O0, for timing autotune configs (compile_msl sets it; tuning.py)
         self._lib = runtime_library()
         self._launcher = launcher()  # compiled (or found in Triton's cache) now: a machine without one fails here
         LOADED_LIBRARIES.acquire(self.so_path, self.name)  # loads it now: a bad library fails at compile time
@@ -508,10 +509,11 @@ def clear_memory_cache() -> None:
         _memory_cache.clear()
 
 
-def compile_msl(source: Union[str, bytes], kernel_name: str) -> EmulatorKernel:
+def compile_msl(source: Union[str, bytes], kernel_name: str, quick: bool = False) -> EmulatorKernel:
     """Compile ``kernel_name`` from MSL ``source`` for the emulator (cached on disk under
     ``<triton cache dir>/apple_emulator``; the compiled kernels of this process are also kept in memory, at
-    most ``TRITON_APPLE_EMULATOR_MAX_LOADED`` of them)."""
+    most ``TRITON_APPLE_EMULATOR_MAX_LOADED`` of them). ``quick``: built at -O0 (``build.kernel_flags``), for
+    autotune configs being timed (tuning.py); the kernel's ``quick`` attribute says which it is."""
     if isinstance(source, (bytes, bytearray)):
         try:
             source = bytes(source).decode()
@@ -526,7 +528,7 @@ def compile_msl(source: Union[str, bytes], kernel_name: str) -> EmulatorKernel:
     rewritten = _sig.rewrite_source(source)
     msl_name = f"{kernel_name}.metal"
     trampoline, tramp_lines = _sig.make_trampoline(sig, msl_name)
-    key = build.kernel_key(rewritten, kernel_name, trampoline)
+    key = build.kernel_key(rewritten, kernel_name, trampoline, quick=quick)
     with _compile_lock:
         k = _memory_cache.get(key)
         if k is not None and k.so_path.is_file():
@@ -536,7 +538,7 @@ def compile_msl(source: Union[str, bytes], kernel_name: str) -> EmulatorKernel:
     runtime_library()  # built and loaded (RTLD_GLOBAL) before any kernel
 
     def rebuild() -> Tuple[Path, bool]:
-        return build.build_kernel(rewritten, kernel_name, trampoline, tramp_lines, sig.line, source)
+        return build.build_kernel(rewritten, kernel_name, trampoline, tramp_lines, sig.line, source, quick=quick)
 
     def build_tools() -> Tuple[Path, bool]:
         return build.build_kernel(rewritten, kernel_name, trampoline, tramp_lines, sig.line, source, tools=True)
@@ -545,6 +547,7 @@ def compile_msl(source: Union[str, bytes], kernel_name: str) -> EmulatorKernel:
     if not hit:
         LOADED_LIBRARIES.forget(so)
     k = EmulatorKernel(kernel_name, source, sig, so, hit, rebuild, build_tools)
+    k.quick = quick
     with _compile_lock:
         _memory_cache[key] = k
         while len(_memory_cache) > max(1, knobs.emulator_max_loaded.get()):

@@ -1,0 +1,135 @@
+"""Autotune configs being timed run on quick (-O0) libraries; the chosen config runs on the optimised one
+(emulator/tuning.py). The premise: the two libraries of one MSL compute the same bits."""
+import re
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from triton.backends.apple.emulator import tuning
+
+
+@triton.jit
+def _float_mix(x_ptr, out_ptr, h_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0)
+    y = tl.exp(x) / (1.0 + tl.sqrt(tl.abs(x))) - tl.log(1.0 + x * x) * tl.sin(x)
+    y = tl.where(x > 1.5, y * 3.0 + x, y - x * 0.25)
+    total = tl.sum(tl.where(mask, y, 0.0), axis=0)
+    tl.store(out_ptr + offs, y * total + tl.cumsum(y, axis=0), mask=mask)
+    tl.store(h_ptr + offs, (y * 1000.0).to(tl.float16), mask=mask)
+
+
+@triton.jit
+def _int_mix(a_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    mask = offs < n
+    a = tl.load(a_ptr + offs, mask=mask, other=1)
+    b = a * 1103515245 + 12345  # wraps
+    c = (b >> 7) ^ (b << 3) ^ (a // 7) ^ (a % 13)
+    tl.store(out_ptr + offs, tl.cumsum(c, axis=0) + tl.max(c, axis=0), mask=mask)
+
+
+def _run_float(block: int):
+    g = torch.Generator().manual_seed(block)
+    x = torch.randn(block, generator=g) * 3
+    out, h = torch.zeros(block), torch.zeros(block, dtype=torch.float16)
+    compiled = _float_mix[(1, )](x, out, h, block - 3, BLOCK=block)
+    return compiled, [out, h]
+
+
+def _run_int(block: int):
+    g = torch.Generator().manual_seed(block)
+    a = torch.randint(-2**31, 2**31 - 1, (block, ), generator=g, dtype=torch.int32)
+    out = torch.zeros(block, dtype=torch.int32)
+    compiled = _int_mix[(1, )](a, out, block - 5, BLOCK=block)
+    return compiled, [out]
+
+
+@pytest.mark.parametrize("run, block", [(_run_float, 256), (_run_float, 1024), (_run_int, 512)])
+def test_the_quick_and_the_optimised_library_compute_the_same_bits(monkeypatch, run, block):
+    monkeypatch.setenv("TRITON_APPLE_EMULATOR_AUTOTUNE_QUICK", "1")
+    with tuning.timing_configs():  # loaded and launched while "timing configs": the -O0 library
+        compiled, quick_out = run(block)
+    function = compiled.function
+    assert function._kernel.quick
+    quick_out = [t.clone() for t in quick_out]
+    _, optimised_out = run(block)  # the same compiled kernel outside: its optimised library from now on
+    assert not function._kernel.quick
+    for q, o in zip(quick_out, optimised_out):
+        assert torch.equal(q.view(torch.uint8), o.view(torch.uint8))
+
+
+@triton.autotune(configs=[triton.Config({"SCALE": 2}, num_warps=1), triton.Config({"SCALE": 2}, num_warps=2),
+                          triton.Config({"SCALE": 2}, num_warps=4)], key=["n"])
+@triton.jit
+def _scaled(x_ptr, out_ptr, n, SCALE: tl.constexpr):
+    offs = tl.arange(0, 128)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) * SCALE, mask=mask)
+
+
+def test_configs_are_timed_on_quick_libraries_and_the_chosen_one_runs_optimised(monkeypatch, capfd):
+    monkeypatch.setenv("TRITON_APPLE_EMULATOR_AUTOTUNE_QUICK", "1")
+    monkeypatch.setenv("TRITON_APPLE_LOG_COMPILES", "1")
+    monkeypatch.setenv("TRITON_ALWAYS_COMPILE", "1")
+    x = torch.arange(100, dtype=torch.float32)
+    out = torch.empty(100)
+    _scaled[(1, )](x, out, 100)
+    assert torch.equal(out, x * 2)
+    log = capfd.readouterr().err
+    libraries = re.findall(r"kernel '_scaled' emulator library (?:compiled by clang in \d+ ms|loaded from the cache)"
+                           r" \(([^)]*)\)", log)
+    quick = [w for w in libraries if w.endswith("-O0: an autotune config being timed")]
+    assert len(quick) == 3, log  # every config, timed on an -O0 library
+    assert len(libraries) == 4, log  # and the chosen one's optimised library for the call's own launch
+    best = _scaled.best_config
+    assert best in _scaled.configs_timings
+
+
+def test_the_knob_times_configs_on_optimised_libraries(monkeypatch, capfd):
+    monkeypatch.setenv("TRITON_APPLE_EMULATOR_AUTOTUNE_QUICK", "0")
+    monkeypatch.setenv("TRITON_APPLE_LOG_COMPILES", "1")
+    monkeypatch.setenv("TRITON_ALWAYS_COMPILE", "1")
+    x = torch.arange(100, dtype=torch.float32)
+    out = torch.empty(100)
+    _scaled.cache.clear()
+    _scaled[(1, )](x, out, 77)
+    assert torch.equal(out[:77], x[:77] * 2)
+    log = capfd.readouterr().err
+    assert "kernel '_scaled' emulator library" in log and "-O0" not in log
+
+
+def test_a_config_whose_quick_library_overflows_the_stack_is_timed_on_the_optimised_one(monkeypatch):
+    # -O0 frames are larger than -O2 ones, so a kernel near the emulated stack's limit may overflow only quick
+    from triton.backends.apple.emulator import EmulatorLaunchError
+    from triton.backends.apple.emulator.kernel import EmulatorKernel
+    real_run = EmulatorKernel.run
+
+    def run(self, *args, **kwargs):
+        if self.quick:
+            raise EmulatorLaunchError("stack overflow of an emulated thread (planted)", kind="stack_overflow")
+        return real_run(self, *args, **kwargs)
+
+    monkeypatch.setattr(EmulatorKernel, "run", run)
+    monkeypatch.setenv("TRITON_APPLE_EMULATOR_AUTOTUNE_QUICK", "1")
+    with tuning.timing_configs():
+        compiled, out = _run_int(128)
+    assert not compiled.function._kernel.quick  # it went on, on the optimised library
+    _, again = _run_int(128)
+    assert torch.equal(out[0], again[0])
+
+
+def test_other_failures_of_a_quick_library_are_reported_as_they_are(monkeypatch):
+    from triton.backends.apple.emulator import EmulatorLaunchError
+    from triton.backends.apple.emulator.kernel import EmulatorKernel
+
+    def run(self, *args, **kwargs):
+        raise EmulatorLaunchError("out-of-bounds read (planted)", kind="out_of_bounds")
+
+    monkeypatch.setattr(EmulatorKernel, "run", run)
+    monkeypatch.setenv("TRITON_APPLE_EMULATOR_AUTOTUNE_QUICK", "1")
+    with tuning.timing_configs(), pytest.raises(EmulatorLaunchError, match="planted"):
+        _run_int(64)
