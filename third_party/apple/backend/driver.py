@@ -19,6 +19,7 @@ import functools
 import json
 import operator
 import os
+import statistics
 import struct
 import time
 import warnings
@@ -264,14 +265,31 @@ class AppleUtils:
         return device_properties(self.mode, default_family())
 
 
-def _time_configs_on_the_emulator(fn, **kwargs):
-    """`triton.testing.do_bench` for the autotuner on the emulator, with the kernels it loads meanwhile built
-    quickly (emulator/tuning.py)."""
-    from triton.testing import do_bench
+def _time_configs_on_the_emulator(fn, rep: float = 5.0, grad_to_none=None, quantiles=None, return_mode: str = "mean"):
+    """What the autotuner times a config with on the emulator, with `triton.testing.do_bench`'s parameters and
+    results: one untimed call (it compiles the config), then timed calls until `rep` milliseconds are spent (at
+    least one), the kernels they load built quickly (emulator/tuning.py). Launches on the emulator are
+    synchronous host calls, so a host clock times them; upstream's estimate, warm-up and cache-clearing calls
+    (eight launches at least) would only repeat the same CPU work."""
+    import torch
 
     from .emulator import tuning
+    times: List[float] = []
     with tuning.timing_configs():
-        return do_bench(fn, **kwargs)
+        fn()
+        while not times or sum(times) < rep:
+            for x in grad_to_none or ():
+                x.grad = None
+            started = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - started) * 1000.0)
+    if quantiles is not None:
+        found = torch.quantile(torch.tensor(times, dtype=torch.float64),
+                               torch.tensor(quantiles, dtype=torch.float64)).tolist()
+        return found[0] if len(found) == 1 else found
+    if return_mode == "all":
+        return times
+    return {"min": min, "max": max, "mean": statistics.fmean, "median": statistics.median}[return_mode](times)
 
 
 @functools.lru_cache(None)
@@ -621,15 +639,14 @@ class AppleDriver(DriverBase):
 
     def get_benchmarker(self):
         """What `@triton.autotune` times configs with: on a Mac `mps_host.do_bench` (batches of calls between
-        synchronisations); on the emulator `triton.testing.do_bench` with a short budget per config
-        (`TRITON_APPLE_EMULATOR_AUTOTUNE_MS`) and the configs' libraries built at -O0 (emulator/tuning.py): the
-        ranking it produces is of CPU emulation, which picks a config for the emulator's own runs and predicts
-        nothing about a GPU, so upstream's 125 ms per config (several hundred launches, each after clearing the
-        cache) and optimised builds of configs never launched again bought only a slower first call."""
+        synchronisations); on the emulator a short timing per config (`TRITON_APPLE_EMULATOR_AUTOTUNE_MS`) on
+        libraries built at -O0 (emulator/tuning.py): the ranking it produces is of CPU emulation, which picks a
+        config for the emulator's own runs and predicts nothing about a GPU, so upstream's do_bench (125 ms and
+        eight launches at least per config, each after clearing the cache) and optimised builds of configs never
+        launched again bought only a slower first call."""
         if self.mode == "metal":
             return mps_host.do_bench
-        budget = knobs.emulator_autotune_ms.get()
-        return functools.partial(_time_configs_on_the_emulator, warmup=min(budget, 1.0), rep=budget)
+        return functools.partial(_time_configs_on_the_emulator, rep=knobs.emulator_autotune_ms.get())
 
     def get_empty_cache_for_benchmark(self):
         import torch
