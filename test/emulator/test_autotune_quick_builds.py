@@ -71,15 +71,21 @@ def _scaled(x_ptr, out_ptr, n, SCALE: tl.constexpr):
     tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) * SCALE, mask=mask)
 
 
-def test_configs_are_timed_on_quick_libraries_and_the_chosen_one_runs_optimised(monkeypatch, capfd):
-    monkeypatch.setenv("TRITON_APPLE_EMULATOR_AUTOTUNE_QUICK", "1")
+def _tune_scaled(monkeypatch, capfd, quick: str, n: int) -> str:
+    """Runs `_scaled` autotuned afresh (its configs compiled again) on `n` elements; returns the compile log."""
+    monkeypatch.setenv("TRITON_APPLE_EMULATOR_AUTOTUNE_QUICK", quick)
     monkeypatch.setenv("TRITON_APPLE_LOG_COMPILES", "1")
     monkeypatch.setenv("TRITON_ALWAYS_COMPILE", "1")
     x = torch.arange(100, dtype=torch.float32)
-    out = torch.empty(100)
-    _scaled[(1, )](x, out, 100)
-    assert torch.equal(out, x * 2)
-    log = capfd.readouterr().err
+    out = torch.zeros(100)
+    _scaled.cache.clear()
+    _scaled[(1, )](x, out, n)
+    assert torch.equal(out[:n], x[:n] * 2) and not out[n:].any()
+    return capfd.readouterr().err
+
+
+def test_configs_are_timed_on_quick_libraries_and_the_chosen_one_runs_optimised(monkeypatch, capfd):
+    log = _tune_scaled(monkeypatch, capfd, "1", 100)
     libraries = re.findall(r"kernel '_scaled' emulator library (?:compiled by clang in \d+ ms|loaded from the cache)"
                            r" \(([^)]*)\)", log)
     quick = [w for w in libraries if w.endswith("-O0: an autotune config being timed")]
@@ -90,15 +96,7 @@ def test_configs_are_timed_on_quick_libraries_and_the_chosen_one_runs_optimised(
 
 
 def test_the_knob_times_configs_on_optimised_libraries(monkeypatch, capfd):
-    monkeypatch.setenv("TRITON_APPLE_EMULATOR_AUTOTUNE_QUICK", "0")
-    monkeypatch.setenv("TRITON_APPLE_LOG_COMPILES", "1")
-    monkeypatch.setenv("TRITON_ALWAYS_COMPILE", "1")
-    x = torch.arange(100, dtype=torch.float32)
-    out = torch.empty(100)
-    _scaled.cache.clear()
-    _scaled[(1, )](x, out, 77)
-    assert torch.equal(out[:77], x[:77] * 2)
-    log = capfd.readouterr().err
+    log = _tune_scaled(monkeypatch, capfd, "0", 77)
     assert "kernel '_scaled' emulator library" in log and "-O0" not in log
 
 
