@@ -134,3 +134,8 @@ def test_parse_link_job_reads_quoted_arguments_as_the_driver_writes_them():
         "unparsable"])
 def test_parse_link_job_refuses_what_it_cannot_reproduce(out):
     assert link.parse_link_job(out, PROBE) is None
+
+
+def test_a_driver_that_cannot_answer_gives_no_link_line(emu):
+    assert link.ask_driver(["/nonexistent/clang++"], []) is None                  # does not start
+    assert link.ask_driver([clang.find_compiler(), "--no-such-flag"], []) is None  # fails

@@ -99,7 +99,7 @@ def link_line(before: Sequence[str], after: Sequence[str]) -> Optional[LinkLine]
     key = (*before, "\0", *after)
     with _lock:
         if key not in _lines:
-            _lines[key] = _ask_driver(tuple(before), tuple(after))
+            _lines[key] = ask_driver(before, after)
         return _lines[key]
 
 
@@ -110,19 +110,20 @@ def forget(before: Sequence[str], after: Sequence[str]) -> None:
         _lines[(*before, "\0", *after)] = None
 
 
-def _ask_driver(before: Tuple[str, ...], after: Tuple[str, ...]) -> Optional[LinkLine]:
-    with tempfile.TemporaryDirectory(prefix="triton-apple-link-probe-") as probe_dir:
-        probe_dir = os.path.realpath(probe_dir)
-        obj, out = os.path.join(probe_dir, _PROBE_OBJECT), os.path.join(probe_dir, _PROBE_OUTPUT)
-        open(obj, "wb").close()  # the driver drops inputs that do not exist
-        try:
+def ask_driver(before: Sequence[str], after: Sequence[str]) -> Optional[LinkLine]:
+    """:func:`link_line` without the platform rule and the memory: asks the driver now (``-###`` with a
+    placeholder object in a temporary directory). None also when that cannot be done (no temporary directory,
+    the driver does not start or fails)."""
+    try:
+        with tempfile.TemporaryDirectory(prefix="triton-apple-link-probe-") as probe_dir:
+            probe_dir = os.path.realpath(probe_dir)
+            obj, out = os.path.join(probe_dir, _PROBE_OBJECT), os.path.join(probe_dir, _PROBE_OUTPUT)
+            open(obj, "wb").close()  # the driver drops inputs that do not exist
             res = subprocess.run([*before, obj, *after, "-o", out, "-###"], capture_output=True, text=True,
                                  cwd=probe_dir, timeout=60)
-        except (OSError, subprocess.SubprocessError):
-            return None
-        if res.returncode != 0:
-            return None
-        return parse_link_job(res.stderr, probe_dir)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return parse_link_job(res.stderr, probe_dir) if res.returncode == 0 else None
 
 
 def _after_fork_in_child() -> None:
