@@ -20,11 +20,15 @@ either total.
 
 Each measurement is repeated ``--repeat`` times after one untimed warm-up compile per kernel and
 backend (so one-time costs such as imports, libdevice loading and the clang runtime build are not
-counted); the table shows medians in milliseconds.
+counted); the table shows medians in milliseconds. Wall time ("clang", "ptxas") and CPU time ("clang.cpu",
+"ptxas.cpu": user + system time of this process and of the compiler processes it ran, from ``getrusage``) are
+both shown: on a shared machine wall time also counts waiting for a core, CPU time does not, so compare the CPU
+columns when the machine is busy.
 """
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -33,7 +37,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 os.environ.setdefault("TRITON_APPLE_DEVICE", "emulator")
 os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")  # 3.9's default, set explicitly to silence its warning
@@ -98,9 +102,16 @@ APPLE_STAGES = ("ttir", "ttgir", "msl")
 NVIDIA_STAGES = ("ttir", "ttgir", "llir", "ptx")
 
 
+def cpu_seconds() -> float:
+    """User + system CPU seconds of this process so far and of its child processes that have exited (the
+    compilers it ran), at microsecond resolution."""
+    me, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + children.ru_utime + children.ru_stime
+
+
 def run_stages(backend, target, kernel, stop_before=None):
     """Frontend + every stage of `backend` for `kernel`; returns ({stage: seconds}, {stage: output},
-    metadata)."""
+    metadata); the CPU seconds of each stage are in the first dict too, as ``<stage>.cpu``."""
     options = backend.parse_options(dict(kernel.options))
     src = ASTSource(kernel.fn, kernel.signature, kernel.constexprs, kernel.attrs())
     context = ir.context()
@@ -118,15 +129,16 @@ def run_stages(backend, target, kernel, stop_before=None):
     for name, stage in stages.items():
         if name == stop_before:
             break
-        t = time.perf_counter()
+        t, c = time.perf_counter(), cpu_seconds()
         module = stage(module, metadata)
         times[name] = time.perf_counter() - t
+        times[f"{name}.cpu"] = cpu_seconds() - c
         outputs[name] = module
     return times, outputs, metadata
 
 
-def clang_compile_seconds(msl: "str | bytes", name: str, n: int) -> float:
-    """Fresh (uncached) emulator compile of `msl`: a new TRITON_CACHE_DIR for every compile."""
+def clang_compile_seconds(msl: "str | bytes", name: str, n: int) -> Tuple[float, float]:
+    """Fresh (uncached) emulator compile of `msl`, a new TRITON_CACHE_DIR for every compile: (wall, CPU) seconds."""
     from triton.backends.apple.emulator import clear_memory_cache, compile_msl
     load_runtime()  # the runtime shared object is built once per process: not part of a kernel compile
     source = msl if isinstance(msl, str) else msl.decode()  # bytes before asm["msl"] became text
@@ -134,11 +146,11 @@ def clang_compile_seconds(msl: "str | bytes", name: str, n: int) -> float:
     os.environ["TRITON_CACHE_DIR"] = cache
     clear_memory_cache()
     try:
-        t = time.perf_counter()
+        t, c = time.perf_counter(), cpu_seconds()
         k = compile_msl(source, name)
-        dt = time.perf_counter() - t
+        dt, dc = time.perf_counter() - t, cpu_seconds() - c
         assert not k.cache_hit
-        return dt
+        return dt, dc
     finally:
         os.environ["TRITON_CACHE_DIR"] = os.path.join(_TMP_ROOT, "cache")
         shutil.rmtree(cache, ignore_errors=True)
@@ -184,15 +196,18 @@ def main(argv=None):
         _, a_out, a_meta = run_stages(apple, apple_target, k)
         clang_compile_seconds(a_out["msl"], a_meta["name"], -1)
         run_stages(nvidia, nv_target, k, stop_before="cubin" if no_ptxas else None)
-        a_times, n_times, clang, ptxas = [], [], [], []
+        a_times, n_times, clang, ptxas, clang_cpu, ptxas_cpu = [], [], [], [], [], []
         for i in range(args.repeat):
             t, out, meta = run_stages(apple, apple_target, k)
             a_times.append(t)
-            clang.append(clang_compile_seconds(out["msl"], meta["name"], i))
+            wall, cpu = clang_compile_seconds(out["msl"], meta["name"], i)
+            clang.append(wall)
+            clang_cpu.append(cpu)
             t, _, _ = run_stages(nvidia, nv_target, k, stop_before="cubin" if no_ptxas else None)
             n_times.append(t)
             if not no_ptxas:
                 ptxas.append(t["cubin"])
+                ptxas_cpu.append(t["cubin.cpu"])
         row = {"kernel": k.name}
         for s in ("frontend", ) + APPLE_STAGES:
             row[f"apple_{s}"] = median_ms([t[s] for t in a_times])
@@ -202,15 +217,18 @@ def main(argv=None):
         row["nvidia_total"] = median_ms([sum(t[s] for s in NVIDIA_STAGES) for t in n_times])
         row["apple_clang"] = median_ms(clang)
         row["nvidia_ptxas"] = median_ms(ptxas) if ptxas else None
+        row["apple_clang_cpu"] = median_ms(clang_cpu)
+        row["nvidia_ptxas_cpu"] = median_ms(ptxas_cpu) if ptxas_cpu else None
         rows.append(row)
         print(f"  measured {k.name}", file=sys.stderr, flush=True)
 
     print(f"Compile time, median of {args.repeat} (ms); apple = {apple_target.backend}:{apple_target.arch}, "
           f"nvidia = cuda:sm_{args.sm}; one machine, one process, fresh caches")
     print("TTIR->MSL = make_ttir+make_ttgir+make_msl;  TTIR->PTX = make_ttir+make_ttgir+make_llir+make_ptx;  "
-          "frontend = AST->TTIR (nvidia run; not in either total);  clang = emulator MSL->.so;  ptxas = PTX->cubin")
+          "frontend = AST->TTIR (nvidia run; not in either total);  clang = emulator MSL->.so;  ptxas = PTX->cubin;  "
+          ".cpu = CPU time")
     hdr = ("kernel", "frontend", "a.ttir", "a.ttgir", "a.msl", "TTIR->MSL", "n.ttir", "n.ttgir", "n.llir", "n.ptx",
-           "TTIR->PTX", "ratio", "clang", "ptxas", "ratio")
+           "TTIR->PTX", "ratio", "clang", "ptxas", "ratio", "clang.cpu", "ptxas.cpu", "ratio")
     fmt = "{:<11}" + "{:>10}" * (len(hdr) - 1)
     print(fmt.format(*hdr))
 
@@ -220,16 +238,19 @@ def main(argv=None):
     for r in rows:
         ratio = r["apple_total"] / r["nvidia_total"]
         bratio = (r["apple_clang"] / r["nvidia_ptxas"]) if r["nvidia_ptxas"] else None
+        cratio = (r["apple_clang_cpu"] / r["nvidia_ptxas_cpu"]) if r["nvidia_ptxas_cpu"] else None
         print(fmt.format(r["kernel"], f(r["nvidia_frontend"]), f(r["apple_ttir"]), f(r["apple_ttgir"]),
                          f(r["apple_msl"]), f(r["apple_total"]), f(r["nvidia_ttir"]), f(r["nvidia_ttgir"]),
                          f(r["nvidia_llir"]), f(r["nvidia_ptx"]), f(r["nvidia_total"]), f"{ratio:.2f}x",
-                         f(r["apple_clang"]), f(r["nvidia_ptxas"]), "n/a" if bratio is None else f"{bratio:.2f}x"))
+                         f(r["apple_clang"]), f(r["nvidia_ptxas"]), "n/a" if bratio is None else f"{bratio:.2f}x",
+                         f(r["apple_clang_cpu"]), f(r["nvidia_ptxas_cpu"]), "n/a" if cratio is None else f"{cratio:.2f}x"))
     if rows:
         gm = statistics.geometric_mean([r["apple_total"] / r["nvidia_total"] for r in rows])
         line = f"geometric mean apple/nvidia: TTIR->MSL vs TTIR->PTX {gm:.2f}x"
         if all(r["nvidia_ptxas"] for r in rows):
             gb = statistics.geometric_mean([r["apple_clang"] / r["nvidia_ptxas"] for r in rows])
-            line += f"; clang (emulator) vs ptxas {gb:.2f}x"
+            gc = statistics.geometric_mean([r["apple_clang_cpu"] / r["nvidia_ptxas_cpu"] for r in rows])
+            line += f"; clang (emulator) vs ptxas {gb:.2f}x wall, {gc:.2f}x CPU"
         print(line)
     if no_ptxas:
         print(f"ptxas could not run ({no_ptxas}): NVIDIA timed up to the PTX stage only.")

@@ -16,7 +16,7 @@ import pytest
 
 from triton.backends.apple import target
 from triton.backends.apple.emulator import signature as sig
-from triton.backends.apple.emulator import build, clang
+from triton.backends.apple.emulator import build, clang, link
 from triton.backends.apple.emulator.launcher import LAUNCHER_SOURCE
 
 INC, LIB = build.native_dirs()
@@ -128,6 +128,21 @@ def test_kernel_flags_are_accepted_by_the_host_compiler_for_every_host_kind(tmp_
                                     ("--target=arm64-apple-macos14", False, True, ["-ffreestanding"])):
         flags = [f for f in clang.kernel_flags(x86_64=x86, darwin=darwin) if f != "-shared"]
         _check([cxx, tgt, *extra, *flags, "-fsyntax-only", "-I", str(INC), str(entry)])
+
+
+def test_split_build_writes_the_one_call_library_for_aarch64_linux(tmp_path):
+    """The link line learned from the driver (emulator/link.py) on another target: compiling to an object and
+    running that line gives the library the one-call build gives, byte for byte."""
+    cxx = _cross_ready()
+    _need_tool("ld.lld-22", "lld-22")
+    before, after = [cxx, TARGET, "-fuse-ld=lld", *clang.kernel_flags(x86_64=False, darwin=False)], ["-lm"]
+    line = link.ask_driver(before, after)
+    assert line is not None and "aarch64" in " ".join(line.argv)
+    entry = _kernel_tu(tmp_path, KITCHEN_SINK, "sink")
+    _check([*before, "-I", str(INC), entry.name, *after, "-o", "one_call.so"], cwd=tmp_path)
+    _check([*before, "-I", str(INC), "-c", entry.name, "-o", "sink.o"], cwd=tmp_path)
+    _check(line.command("sink.o", "split.so"), cwd=tmp_path)
+    assert (tmp_path / "split.so").read_bytes() == (tmp_path / "one_call.so").read_bytes()
 
 
 DRIVER = r"""

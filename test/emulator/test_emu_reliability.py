@@ -37,16 +37,6 @@ kernel void fresh(device float* x [[buffer(0)]], uint i [[thread_position_in_gri
 """)
 
 
-@pytest.fixture
-def fresh_cache(tmp_path, monkeypatch, emu):
-    """An empty cache directory for kernels (the runtime stays loaded from the normal cache)."""
-    emu.library.runtime_library()
-    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))
-    emu.clear_memory_cache()
-    yield tmp_path / "cache" / "apple_emulator"
-    emu.clear_memory_cache()
-
-
 def _entry_dir(kernel) -> "os.PathLike":
     return kernel.so_path.parent
 

@@ -196,16 +196,6 @@ def _fresh_src(tag: str, value: float) -> str:
                f" {{ x[i] = {value}f; }} // {tag} {os.getpid()} {time.time_ns()}\n")
 
 
-@pytest.fixture
-def fresh_cache(tmp_path, monkeypatch, emu):
-    """An empty cache directory for kernels (the runtime stays loaded from the normal cache)."""
-    emu.library.runtime_library()
-    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))
-    emu.clear_memory_cache()
-    yield tmp_path / "cache" / "apple_emulator"
-    emu.clear_memory_cache()
-
-
 def test_evicted_kernel_whose_entry_was_removed_is_rebuilt(emu, fresh_cache, monkeypatch):
     monkeypatch.setenv("TRITON_APPLE_EMULATOR_MAX_LOADED", "1")
     a = emu.compile_msl(_fresh_src("a", 1.0), "fresh")

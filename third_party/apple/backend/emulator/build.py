@@ -13,7 +13,7 @@ import threading
 import time
 import warnings
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from .. import compile_log, knobs
 from ..abi.msl_locations import error_lines
@@ -22,6 +22,7 @@ from .cache import (LOW_SPACE, cache_root, cached_entry, file_mode, free_bytes, 
 from .clang import (KERNEL_FLAGS, RUNTIME_FLAGS, SHLIB_SUFFIX, TOOL_FLAGS, compiler_version, extra_link_flags,
                     find_compiler, host_arch_flags, target_defines)
 from .errors import EmulatorCacheIOError, EmulatorCacheWarning, EmulatorCompileError, EmulatorError
+from .link import forget as forget_link_line, link_line
 
 NATIVE_DIR = Path(__file__).resolve().parent / "native"  # ships inside the package, in every install
 
@@ -55,12 +56,17 @@ def _run(cmd: List[str], cwd: Path) -> subprocess.CompletedProcess:
 
 
 def _compile_into(cmd: List[str], out: Path, cwd: Path) -> subprocess.CompletedProcess:
-    """Run a compile whose output goes to a temporary, then rename it to `out` (executable mode). On macOS
-    clang also writes the debug information next to its output (`<output>.dSYM`, where llvm-symbolizer looks
-    for it): that bundle is renamed along."""
+    """Run a compile whose output goes to a temporary, then rename it to `out` (executable mode)."""
+    return _produce_into(lambda tmp: _run(cmd + ["-o", tmp], cwd), out)
+
+
+def _produce_into(produce: Callable[[str], subprocess.CompletedProcess], out: Path) -> subprocess.CompletedProcess:
+    """Run `produce(temporary output path)`; when it succeeds, give the temporary executable mode and rename it to
+    `out`. On macOS clang also writes the debug information next to its output (`<output>.dSYM`, where
+    llvm-symbolizer looks for it): that bundle is renamed along."""
     tmp = tmp_name(out.parent, out.name)
     dsym, out_dsym = Path(str(tmp) + ".dSYM"), Path(str(out) + ".dSYM")
-    res = _run(cmd + ["-o", str(tmp)], cwd)
+    res = produce(str(tmp))
     try:
         if res.returncode == 0:
             os.chmod(tmp, file_mode(executable=True))
@@ -72,7 +78,6 @@ def _compile_into(cmd: List[str], out: Path, cwd: Path) -> subprocess.CompletedP
         unlink_quietly(tmp)
         unlink_quietly(dsym)
     return res
-
 
 
 _CRASH = re.compile(r"No space left on device|Bus error|due to signal|PLEASE submit a bug report|unable to execute "
@@ -227,13 +232,10 @@ def build_kernel(source: str, kernel_name: str, trampoline: str, trampoline_line
         # is always loaded RTLD_GLOBAL before any kernel (no path baked into the kernel's library).
         pch = None if tools else build_pch(quick)
         include = ["-I", str(pch), "-include-pch", str(pch / PCH)] if pch else ["-I", str(inc)]
-        tool_flags = list(TOOL_FLAGS) if tools else []
-        cmd = [cxx, *flags, *tool_flags, *target_defines(), *include, "entry.cpp", *extra_link_flags()]
-        res = _compile_into(cmd, directory / KERNEL_LIB, directory)
+        build_flags = [*flags, *(TOOL_FLAGS if tools else ())]
+        res = _build_library(cxx, build_flags, [*target_defines(), *include], directory)
         if res.returncode != 0 and pch and re.search(r"precompiled header|PCH file|\.pch", res.stderr):
-            cmd = [cxx, *flags, *tool_flags, *target_defines(), "-I", str(inc), "entry.cpp",
-                   *extra_link_flags()]  # a PCH problem
-            res = _compile_into(cmd, directory / KERNEL_LIB, directory)
+            res = _build_library(cxx, build_flags, [*target_defines(), "-I", str(inc)], directory)  # a PCH problem
         if res.returncode != 0:
             raise failure_outside_the_source(res, directory, [msl_name, "entry.cpp"], f"kernel '{kernel_name}'") or \
                 _compile_error(res.stderr, kernel_name, msl_name, directory, inc, trampoline_lines, sig_line,
@@ -252,6 +254,44 @@ def build_kernel(source: str, kernel_name: str, trampoline: str, trampoline_line
     compile_log.emit(kernel_name, compile_log.LOADED if hit else compile_log.COMPILED, "emulator", sum(clang),
                      str(out_dir) + (", -O0: an autotune config being timed" if quick else ""))
     return out_dir / KERNEL_LIB, hit
+
+
+def _build_library(cxx: str, flags: Sequence[str], compile_flags: Sequence[str],
+                   directory: Path) -> subprocess.CompletedProcess:
+    """Build `directory`/entry.cpp into `directory`/kernel library with the kernel `flags` (those the library
+    depends on) and `compile_flags` (defines and include paths, which only the compile reads); returns the
+    failing step's result, or the last one's. Compiled to an object (a temporary) and linked by running the
+    driver's own link line directly (`link.py`), which saves starting the driver a second time; one driver call
+    where no link line is known. When the direct link fails for a reason of its own, the one-call build runs
+    instead and is what is reported (so link errors read as the driver reports them), and the link line is not
+    used again in this process if the driver's link succeeded."""
+    out = directory / KERNEL_LIB
+    line = link_line([cxx, *flags], extra_link_flags())
+    if line is None:
+        return _compile_into([cxx, *flags, *compile_flags, "entry.cpp", *extra_link_flags()], out, directory)
+    obj = tmp_name(directory, "kernel.o")
+    try:
+        res = _run([cxx, *flags, *compile_flags, "-c", "entry.cpp", "-o", str(obj)], directory)
+        if res.returncode != 0:
+            return res
+        res = _produce_into(lambda tmp: _run_linker(line.command(str(obj), tmp), directory), out)
+    finally:
+        unlink_quietly(obj)
+    if res.returncode == 0 or failure_outside_the_source(res, directory, ["entry.cpp"], "a kernel"):
+        return res
+    res = _compile_into([cxx, *flags, *compile_flags, "entry.cpp", *extra_link_flags()], out, directory)
+    if res.returncode == 0:
+        forget_link_line([cxx, *flags], extra_link_flags())
+    return res
+
+
+def _run_linker(cmd: List[str], cwd: Path) -> subprocess.CompletedProcess:
+    """`_run` of a linker command learned earlier: a linker that cannot be started (removed by a toolchain upgrade
+    since) is a failed link, which the one-call build then replaces, not an error of the cache."""
+    try:
+        return _run(cmd, cwd)
+    except OSError as e:
+        return subprocess.CompletedProcess(cmd, 127, "", f"{cmd[0]}: {e}")
 
 
 def _compile_error(stderr: str, kernel_name: str, msl_name: str, out_dir: Path, inc: Path,
