@@ -3,6 +3,7 @@ helpers the kernel needs, names of generated functions, threadgroup-memory scrat
 and the errors that name the kernel, op and source line."""
 from __future__ import annotations
 
+import functools
 import re
 from typing import Dict, List, Optional, Tuple
 
@@ -65,6 +66,19 @@ class KernelContext:
         self._scratch_end = 0  # end of the highest scratch region placed outside upstream's allocation
         self._live: Optional[List[Tuple[int, int, int, int]]] = None
         self._position = op_positions(module)
+
+    @functools.cached_property
+    def _users(self) -> Dict[int, List[Op]]:
+        users: Dict[int, List[Op]] = {}
+        for f in self.module.functions:
+            for op in f.walk():
+                for v in op.operands:
+                    users.setdefault(id(v), []).append(op)
+        return users
+
+    def users_of(self, value) -> List[Op]:
+        """The ops (at any depth) that take `value` as an operand."""
+        return self._users.get(id(value), [])
 
     def require_msl(self, version: str, what: str, op: Optional[Op] = None, instead: str = "") -> None:
         """Say that the kernel uses `what`, which needs MSL `version`: refused naming the macOS it needs when the
