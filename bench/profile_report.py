@@ -7,8 +7,14 @@ Every number comes from `triton.backends.apple.emulator.profile()` (emulator/too
 README, "Sanitizer and profiler"): exact counts of what the generated MSL does on the emulator, not timings. Per
 column:
 - moved/min: bytes the kernel's SIMD-wide global instructions move (each instruction's distinct bytes) over the
-  distinct bytes the launch touches; 1.00 means every byte once.
+  distinct bytes the launch touches; 1.00 means every byte once. It is the product of the next two.
+- in tg: moved bytes over the distinct bytes of each threadgroup (summed): re-reads inside a threadgroup, by the
+  same thread again (a kernel that loops over a row several times) or by lanes of several simdgroups that hold
+  copies of one value (a layout replicated across simdgroups).
+- across tg: those over the launch's distinct bytes: bytes several threadgroups each move (a weight vector every
+  row's program reads). On a GPU the caches serve such re-reads, which the minimal bytes leave out.
 - 16B: share of global bytes in 16-byte (float4-wide) accesses.
+- B/acc: global bytes per lane access (16 when all are 16-byte; 8 where a layout gives each thread two floats).
 - tg acc: SIMD-wide threadgroup-memory instructions per threadgroup.
 - conflict: bank cycles over the fewest the bytes need, summed over those instructions (1.00: conflict-free), and
   the worst single instruction, under tools.BANK_MODEL (32 banks of 4 bytes: Apple documents none).
@@ -159,11 +165,18 @@ def _fmt(x: Optional[float], digits: int = 2) -> str:
     return "-" if x is None else f"{x:.{digits}f}"
 
 
+def _bytes_per_access(d: dict) -> Optional[float]:
+    n = sum(d["global_loads_by_width"].values()) + sum(d["global_stores_by_width"].values())
+    return (d["global_bytes_read"] + d["global_bytes_written"]) / n if n else None
+
+
 def _row(case: str, d: dict) -> List[str]:
     tgs = max(1, d["threadgroups"])
     worst = d["bank_conflict_worst"]
     conflict = "-" if d["bank_conflict_degree"] is None else f"{_fmt(d['bank_conflict_degree'])} (worst {_fmt(worst)})"
-    return [case, d["kernel"], str(d["threadgroups"]), _fmt(d["moved_over_minimal"]), _fmt(d["share_16_byte"]),
+    return [case, d["kernel"], str(d["threadgroups"]), _fmt(d["moved_over_minimal"]),
+            _fmt(d["moved_over_threadgroup_distinct"]), _fmt(d["threadgroup_distinct_over_minimal"]),
+            _fmt(d["share_16_byte"]), _fmt(_bytes_per_access(d), 1),
             _fmt(d["threadgroup_simd_accesses"] / tgs, 1), conflict, _fmt(d["barriers_per_threadgroup"], 1),
             _fmt(d["simdgroup_matrix_share"]), _fmt(d["simd_lane_utilisation"])]
 
@@ -249,8 +262,8 @@ def main(argv=None) -> int:
         if not _close(got, ref(), tol):
             failures.append(f"{name}: differs from torch")
         launches += _last_per_kernel(name, p.launches)
-    head = ["case", "kernel", "threadgroups", "moved/min", "16B", "tg acc", "conflict", "barriers", "sgm share",
-            "lanes"]
+    head = ["case", "kernel", "threadgroups", "moved/min", "in tg", "across tg", "16B", "B/acc", "tg acc", "conflict",
+            "barriers", "sgm share", "lanes"]
     print(table(head, [_row(c, d) for c, d in launches]))
     print()
     print(roofline(launches))

@@ -29,10 +29,36 @@ def test_16_byte_copy_moves_each_byte_once(emu):
     assert d["global_loads_by_width"] == {1: 0, 2: 0, 4: 0, 8: 0, 16: 256}
     assert d["global_stores_by_width"] == {1: 0, 2: 0, 4: 0, 8: 0, 16: 256}
     assert d["global_bytes_read"] == d["global_bytes_written"] == 4096
-    assert d["global_bytes_minimal"] == d["global_bytes_moved"] == 8192
+    assert d["global_bytes_minimal"] == d["global_bytes_moved"] == d["global_bytes_threadgroup_distinct"] == 8192
     assert d["moved_over_minimal"] == 1.0 and d["share_16_byte"] == 1.0
+    assert d["moved_over_threadgroup_distinct"] == d["threadgroup_distinct_over_minimal"] == 1.0
     assert d["simd_memory_instructions"] == 2 * 2 * 4 and d["simd_lane_utilisation"] == 1.0
     assert d["threadgroups"] == 2 and d["barriers"] == 0 and d["threadgroup_loads"] == 0
+
+
+def test_vector_load_of_halves_stays_one_16_byte_access(emu):
+    """Eight halves loaded as one uint4 and taken apart lane by lane (what the lowering emits for a run of 16-bit
+    elements) count as one 16-byte load: the tools' build keeps the host compiler from splitting it."""
+    src = msl("""
+static inline void unpack8(thread half* regs, uint4 v) {
+    for (int j = 0; j < 8; ++j) regs[j] = as_type<half2>(v[j / 2])[j % 2];
+}
+kernel void halves(device const half* x [[buffer(0)]], device half* y [[buffer(1)]], constant int& n [[buffer(2)]],
+                   uint gid [[thread_position_in_grid]]) {
+    half r[8];
+    if (int(gid) < n) {
+        unpack8(r, *(device const uint4*)(x + gid * 8));
+    } else {
+        for (int j = 0; j < 8; ++j) r[j] = 0;
+    }
+    for (int j = 0; j < 8; ++j) y[gid * 8 + j] = r[j] * 2;
+}
+""")
+    k = emu.compile_msl(src, "halves")
+    x, y = torch.randn(8 * 64).half(), torch.zeros(8 * 64).half()
+    d = _profile(emu, k, grid=1, threadgroup=64, buffers=[x, y, emu.Scalar(48, "int")])
+    assert torch.equal(y[:8 * 48], x[:8 * 48] * 2) and not y[8 * 48:].any()
+    assert d["global_loads_by_width"] == {1: 0, 2: 0, 4: 0, 8: 0, 16: 48}
 
 
 def test_every_lane_reading_one_word_moves_it_once_per_instruction(emu):
@@ -49,6 +75,27 @@ kernel void bcast(device const float* x [[buffer(0)]], device float* y [[buffer(
     assert d["global_bytes_read"] == 2 * 64 * 4
     assert d["global_read_distinct"] == 64 * 4 and d["global_written_distinct"] == 64 * 4
     assert d["global_bytes_moved"] == 2 * 4 + 64 * 4 + 64 * 4
+
+
+def test_re_reads_inside_and_across_threadgroups(emu):
+    """moved/minimal = (moved / per-threadgroup distinct) x (per-threadgroup distinct / minimal): two simdgroups of
+    a threadgroup each read w[0..31] (a re-read inside it), and both threadgroups read all of w (one across them)."""
+    src = msl("""
+kernel void weights(device const float* x [[buffer(0)]], device const float* w [[buffer(1)]],
+                    device float* y [[buffer(2)]], uint gid [[thread_position_in_grid]],
+                    uint lane [[thread_index_in_simdgroup]]) {
+    y[gid] = x[gid] * w[lane];
+}
+""")
+    k = emu.compile_msl(src, "weights")
+    x, w, y = torch.randn(128), torch.randn(32), torch.zeros(128)
+    d = _profile(emu, k, grid=2, threadgroup=64, buffers=[x, w, y])
+    assert torch.equal(y, x * w.repeat(4))
+    assert d["global_bytes_minimal"] == 128 * 4 + 32 * 4 + 128 * 4
+    assert d["global_bytes_threadgroup_distinct"] == 128 * 4 + 2 * 32 * 4 + 128 * 4  # w once per threadgroup
+    assert d["global_bytes_moved"] == 128 * 4 + 4 * 32 * 4 + 128 * 4                # w once per simdgroup
+    assert d["moved_over_threadgroup_distinct"] * d["threadgroup_distinct_over_minimal"] == \
+        pytest.approx(d["moved_over_minimal"])
 
 
 BANKS = msl("""

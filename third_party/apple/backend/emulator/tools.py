@@ -26,7 +26,7 @@ from .symbolizer import symbolize
 
 # tt_emu_tools_arm's tools (TT_TOOL_*)
 RACE, INIT, PROFILE, WARN = 1, 2, 4, 8
-TOOLS_ABI_VERSION = 1  # TT_EMU_TOOLS_ABI_VERSION
+TOOLS_ABI_VERSION = 2  # TT_EMU_TOOLS_ABI_VERSION
 MAX_HAZARDS = 32       # TT_TOOL_MAX_HAZARDS
 STATUS_RACE, STATUS_UNINIT = 17, 18  # TT_ERR_RACE, TT_ERR_UNINIT
 
@@ -64,7 +64,8 @@ class _Profile(ctypes.Structure):
                 ("tg_stores", _U64), ("tg_load_bytes", _U64), ("tg_store_bytes", _U64), ("tg_simd_accesses", _U64),
                 ("tg_wavefronts", _U64), ("tg_ideal", _U64), ("tg_max_degree", _U64), ("tg_conflicted", _U64),
                 ("simd_instructions", _U64), ("simd_lanes", _U64), ("threadgroups", _U64), ("barriers", _U64),
-                ("max_barriers", _U64), ("simd_barriers", _U64), ("sgm_mma", _U64), ("fma", _U64)]
+                ("max_barriers", _U64), ("simd_barriers", _U64), ("sgm_mma", _U64), ("fma", _U64),
+                ("dev_tg_distinct", _U64)]
 
 
 class _Report(ctypes.Structure):
@@ -327,6 +328,7 @@ def profile_dict(report: _Report, kernel_name: str, grid, threadgroup) -> dict:
     read = sum(w * n for w, n in loads.items())
     written = sum(w * n for w, n in stores.items())
     minimal = int(p.dev_read_distinct + p.dev_written_distinct)
+    tg_distinct = int(p.dev_tg_distinct)
     wide = sum(16 * n for n in (loads[16], stores[16]))
     ideal = int(p.tg_ideal)
     return {
@@ -337,6 +339,11 @@ def profile_dict(report: _Report, kernel_name: str, grid, threadgroup) -> dict:
         "global_bytes_minimal": minimal,
         "global_read_distinct": int(p.dev_read_distinct), "global_written_distinct": int(p.dev_written_distinct),
         "moved_over_minimal": (int(p.dev_moved) / minimal) if minimal else None,
+        # the two factors of moved/minimal: re-reads inside a threadgroup (the same thread again, or lanes of
+        # several simdgroups holding copies of one value), and bytes several threadgroups each move
+        "global_bytes_threadgroup_distinct": tg_distinct,
+        "moved_over_threadgroup_distinct": (int(p.dev_moved) / tg_distinct) if tg_distinct else None,
+        "threadgroup_distinct_over_minimal": (tg_distinct / minimal) if minimal else None,
         "share_16_byte": (wide / (read + written)) if read + written else None,
         "threadgroup_loads": int(p.tg_loads), "threadgroup_stores": int(p.tg_stores),
         "threadgroup_bytes_loaded": int(p.tg_load_bytes), "threadgroup_bytes_stored": int(p.tg_store_bytes),

@@ -2066,6 +2066,7 @@ struct DevShadow { // one buffer group's copy
   uint64_t *wr = nullptr; // racecheck: per byte, its last writer (see dev_word); 0: none
   uint32_t *wr_pc = nullptr;
   uint8_t *rd_bits = nullptr, *wr_bits = nullptr; // profiler: bytes read / written
+  uint32_t *rd_tg = nullptr, *wr_tg = nullptr;     // profiler: per byte, 1 + the threadgroup that last read / wrote it
   size_t n = 0;
 };
 
@@ -2167,6 +2168,8 @@ ToolLaunch *tools_take(Launch *L) {
     if (arm.tools & TT_TOOL_PROFILE) {
       ds.rd_bits = (uint8_t *)map_zeroed((n + 7) / 8);
       ds.wr_bits = (uint8_t *)map_zeroed((n + 7) / 8);
+      ds.rd_tg = (uint32_t *)map_zeroed(n * 4);
+      ds.wr_tg = (uint32_t *)map_zeroed(n * 4);
     }
     T->dev.push_back(ds);
   }
@@ -2193,6 +2196,8 @@ void tools_launch_end(Launch *L) {
     unmap(ds.wr_pc, ds.n * 4);
     unmap(ds.rd_bits, (ds.n + 7) / 8);
     unmap(ds.wr_bits, (ds.n + 7) / 8);
+    unmap(ds.rd_tg, ds.n * 4);
+    unmap(ds.wr_tg, ds.n * 4);
   }
   if (T->arm.report)
     memcpy(T->arm.report, &T->rep, sizeof(T->rep));
@@ -2507,6 +2512,15 @@ void dev_access(Worker *w, DevShadow &ds, uintptr_t a, uint32_t n, bool write, u
     if (bits)
       for (uint32_t i = 0; i < n; i++)
         bits[(i0 + i) >> 3] |= (uint8_t)(1u << ((i0 + i) & 7));
+    // Distinct per threadgroup: threadgroups run one after another on the one host thread a profiled launch has,
+    // so a byte last stamped by another threadgroup is new to this one.
+    uint32_t *seen = write ? ds.wr_tg : ds.rd_tg, me = (uint32_t)tw->linear + 1;
+    if (seen)
+      for (uint32_t i = 0; i < n; i++)
+        if (seen[i0 + i] != me) {
+          seen[i0 + i] = me;
+          p.dev_tg_distinct++;
+        }
     simd_note(tw, t, pc, TT_SPACE_DEVICE, write, a, n);
   }
 }

@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TT_EMU_TOOLS_ABI_VERSION 1
+#define TT_EMU_TOOLS_ABI_VERSION 2
 #define TT_TOOL_MAX_HAZARDS 32
 #define TT_TOOL_MAX_ARMED 16
 
@@ -113,6 +113,8 @@ typedef struct tt_tool_profile {
   /* synchronisation and arithmetic */
   uint64_t threadgroups, barriers, max_barriers, simd_barriers;
   uint64_t sgm_mma, fma;
+  /* device: per threadgroup, the distinct bytes it reads plus those it writes, summed over the threadgroups */
+  uint64_t dev_tg_distinct;
 } tt_tool_profile;
 
 typedef struct tt_tool_report {
