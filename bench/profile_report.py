@@ -17,7 +17,7 @@ column:
 - B/acc: global bytes per lane access (16 when all are 16-byte; 8 where a layout gives each thread two floats).
 - tg acc: SIMD-wide threadgroup-memory instructions per threadgroup.
 - conflict: bank cycles over the fewest the bytes need, summed over those instructions (1.00: conflict-free), and
-  the worst single instruction, under tools.BANK_MODEL (32 banks of 4 bytes: Apple documents none).
+  the worst single instruction, under target.THREADGROUP_BANKS (32 banks of 4 bytes: Apple documents none).
 - barriers: threadgroup barriers per threadgroup.
 - sgm share: simdgroup_matrix FLOPs over simdgroup_matrix + fma() FLOPs (dots only; elementwise math is not
   counted).

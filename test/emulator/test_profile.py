@@ -3,7 +3,7 @@ on hand-written MSL whose traffic, access widths, bank conflicts, barriers and F
 import pytest
 import torch
 
-from support.emulator_msl import msl
+from support.emulator_msl import line_of, msl
 
 
 def _profile(emu, k, **launch):
@@ -120,6 +120,10 @@ def test_bank_conflict_degree_of_strided_stores(emu, stride, degree):
     assert d["bank_cycles"] == degree + 1 and d["bank_cycles_ideal"] == 2
     assert d["bank_conflict_worst"] == degree
     assert d["threadgroup_conflicted_accesses"] == (degree > 1)
+    # the instruction named by its MSL line (the store), with its degree and the cycles it lost
+    assert d["bank_conflict_lines"] == ([] if degree == 1 else [{
+        "msl_line": line_of(BANKS, "t[(tid * stride)"), "msl_text": "t[(tid * stride) % (32 * 33)] = float(tid);",
+        "origin": "", "accesses": 1, "degree": degree, "excess_cycles": degree - 1}])
     assert d["barriers"] == 1 and d["barriers_per_threadgroup"] == 1.0
 
 

@@ -174,6 +174,13 @@ class KernelContext:
         self._scratch_end = max(self._scratch_end, offset + nbytes)
         return offset
 
+    def scratch_in_place(self, op: Op, nbytes: int) -> bool:
+        """Whether `nbytes` of scratch for `op` fit without the kernel declaring more threadgroup memory than it
+        does now (in upstream's allocation for `op`, or in a gap below the end of what the kernel declares)."""
+        if nbytes <= self._upstream_scratch(op):
+            return True
+        return self._free_gap(op, nbytes) + nbytes <= max(self.upstream_shared, self._scratch_end)
+
     def scratch_room(self, op: Op) -> int:
         """The most scratch bytes `op` can get without the kernel exceeding threadgroup memory."""
         upstream = self._upstream_scratch(op)

@@ -2086,6 +2086,7 @@ struct ToolLaunch {
   uintptr_t lib_base = 0;
   bool dev_race = false;
   std::vector<DevShadow> dev;
+  std::unordered_map<uint32_t, tt_tool_conflict> tg_by_pc; // profiler: bank cycles per threadgroup instruction
   tt_tool_report rep;
 };
 
@@ -2199,6 +2200,17 @@ void tools_launch_end(Launch *L) {
     unmap(ds.rd_tg, ds.n * 4);
     unmap(ds.wr_tg, ds.n * 4);
   }
+  std::vector<tt_tool_conflict> worst;
+  for (const auto &kv : T->tg_by_pc)
+    if (kv.second.cycles > kv.second.ideal)
+      worst.push_back(kv.second);
+  std::sort(worst.begin(), worst.end(), [](const tt_tool_conflict &a, const tt_tool_conflict &b) {
+    return a.cycles - a.ideal != b.cycles - b.ideal ? a.cycles - a.ideal > b.cycles - b.ideal
+                                                    : a.pc_offset < b.pc_offset;
+  });
+  T->rep.nconflicts = (uint32_t)std::min<size_t>(worst.size(), TT_TOOL_MAX_CONFLICT_LINES);
+  for (uint32_t i = 0; i < T->rep.nconflicts; i++)
+    T->rep.conflicts[i] = worst[i];
   if (T->arm.report)
     memcpy(T->arm.report, &T->rep, sizeof(T->rep));
   delete T;
@@ -2375,6 +2387,12 @@ void simd_flush(Worker *w, uint32_t s) {
         cycles = c;
     }
     uint32_t ideal = (nw + nb - 1) / nb;
+    uint32_t pc = (uint32_t)(kv.first >> 24);
+    tt_tool_conflict &line = tw->T->tg_by_pc[pc];
+    line.pc_offset = pc;
+    line.accesses++;
+    line.cycles += cycles;
+    line.ideal += ideal;
     p.tg_simd_accesses++;
     p.tg_wavefronts += cycles;
     p.tg_ideal += ideal;
