@@ -8,6 +8,7 @@ import triton.language as tl
 
 from triton.backends.apple.layouts import LinearLayout
 from triton.backends.apple.lowering.scratch_padding import bank_cycles, conversion_strides, scratch_bytes
+from triton.backends.apple.lowering.shared_memory import vector_run
 
 # 32 x 32 floats, one warp. COLUMNS: lane l holds column l, each register one row. ROWS: lane l holds row l.
 COLUMNS = LinearLayout((32, 32), ((1, 0), (2, 0), (4, 0), (8, 0), (16, 0)), ((0, 1), (0, 2), (0, 4), (0, 8), (0, 16)),
@@ -35,6 +36,22 @@ def test_conversion_picks_the_smallest_pad_that_frees_the_banks():
     assert scratch_bytes((32, 32), [33, 1], 4) == (31 * 33 + 32) * 4
 
 
+def test_vector_runs():
+    """ROWS holds 32 consecutive elements of a row per thread: stored 16 bytes at a time where rows start at
+    multiples of 16 bytes in a 16-byte aligned buffer."""
+    assert vector_run(ROWS, [32, 1], "float", 16) == 4
+    assert vector_run(ROWS, [36, 1], "float", 16) == 4
+    assert vector_run(ROWS, [33, 1], "float", 16) == 1  # row starts not 16-byte aligned
+    assert vector_run(ROWS, [34, 1], "float", 16) == 2
+    assert vector_run(ROWS, [32, 1], "float", 8) == 2  # the buffer's alignment bounds it
+    assert vector_run(ROWS, [32, 1], "half", 16) == 8 and vector_run(ROWS, [32, 1], "long", 16) == 2
+    assert vector_run(ROWS, [32, 1], "bool", 16) == 1  # no vector type
+    assert vector_run(COLUMNS, [32, 1], "float", 16) == 1  # a thread's registers go down a column
+    # a register bit that repeats another register: the copies are not stored, so no run spans them
+    copies = LinearLayout((32, 32), ((0, 0), (0, 1)), ROWS.lane, ())
+    assert vector_run(copies, [32, 1], "float", 16) == 1 and vector_run(copies, [32, 1], "float", 16, False) == 1
+
+
 @triton.jit
 def transposes(x_ptr, y_ptr, a_ptr, b_ptr, N: tl.constexpr):
     # a 64 x 128 transpose first: its buffer (32 KB, row-major, the kernel's first) leaves the 64 x 64 one room for
@@ -55,3 +72,4 @@ def test_padded_conversion_end_to_end(device):
     assert torch.equal(y.cpu(), x.cpu().t()) and torch.equal(b.cpu(), a.cpu().t())
     strides = re.findall(r"\* (\d+) \+ \(\(t_r", k.asm["msl"])  # the buffers' row strides, in order
     assert strides[0] == "128" and any(int(s) > 64 for s in strides[1:]), strides
+    assert "*(threadgroup float4*)" in k.asm["msl"]  # each thread's run of a row stored as one float4

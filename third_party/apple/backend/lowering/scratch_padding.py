@@ -17,7 +17,7 @@ from typing import Dict, List, Sequence, Tuple
 
 from ..layouts import LinearLayout
 from ..target import THREADGROUP_BANKS
-from .shared_memory import row_major_strides
+from .shared_memory import row_major_strides, vector_run
 
 # Pads of the innermost rows, in bytes (0: row-major): whole words, up to 32 bytes (a quarter of the banks' row).
 PAD_BYTES = tuple(range(0, 33, 4))
@@ -51,33 +51,35 @@ def _coords(bases: Sequence[Tuple[int, ...]], n: int, rank: int) -> List[Tuple[i
 
 
 @functools.lru_cache(maxsize=256)
-def _accesses(lay: LinearLayout, owners_only: bool) -> Tuple[Tuple[Tuple[int, int], ...], ...]:
-    """Per SIMD-wide access of simdgroup 0 to its elements of `lay` (one per register index; `owners_only`: one
-    holder of each element, as `owned_regs` stores them, else every lane, as loads read), each active lane's element
-    as (row, column): its row-major index among the innermost rows, and its index in the row. The other simdgroups'
-    accesses differ from these by a translation in the layouts the compiler makes (their warp bases do not overlap
-    the lane and register bits), which keeps each one's cycles."""
+def _accesses(lay: LinearLayout, owners_only: bool, run: int = 1) -> Tuple[Tuple[Tuple[int, int], ...], ...]:
+    """Per SIMD-wide access of simdgroup 0 to its elements of `lay` (one per run of `run` register indices, as
+    `store_registers` stores them; `owners_only`: one holder of each element, as stores write them, else every
+    lane, as loads read), each active lane's elements as (row, column): the row-major index among the innermost
+    rows, and the index in the row. The other simdgroups' accesses differ from these by a translation in the layouts
+    the compiler makes (their warp bases do not overlap the lane and register bits), which keeps each one's
+    cycles."""
     rank = lay.rank
     rows = row_major_strides(lay.shape[:-1])
     reg_mask, lane_mask = (lay.free_reg_mask(), lay.free_lane_mask()) if owners_only else (0, 0)
     regs = [c for i, c in enumerate(_coords(lay.reg, lay.num_regs, rank)) if not i & reg_mask]
     lanes = [c for i, c in enumerate(_coords(lay.lane, 1 << len(lay.lane), rank)) if not i & lane_mask]
     out = []
-    for base in regs:
+    for first in range(0, len(regs), run):
         elems = []
-        for lane in lanes:
-            c = [b ^ x for b, x in zip(base, lane)]
-            elems.append((sum(x * s for x, s in zip(c[:-1], rows)), c[-1]))
+        for base in regs[first:first + run]:
+            for lane in lanes:
+                c = [b ^ x for b, x in zip(base, lane)]
+                elems.append((sum(x * s for x, s in zip(c[:-1], rows)), c[-1]))
         out.append(tuple(elems))
     return tuple(out)
 
 
-def bank_cycles(lay: LinearLayout, row_elems: int, elem_bytes: int, owners_only: bool) -> int:
+def bank_cycles(lay: LinearLayout, row_elems: int, elem_bytes: int, owners_only: bool, run: int = 1) -> int:
     """Bank cycles of those accesses (`_accesses`) with innermost rows `row_elems` elements apart: per access, the
     most distinct words its lanes touch in one bank."""
     banks, bank_bytes = THREADGROUP_BANKS["banks"], THREADGROUP_BANKS["bank_bytes"]
     total = 0
-    for elems in _accesses(lay, owners_only):
+    for elems in _accesses(lay, owners_only, run):
         per_bank: Dict[int, int] = {}
         for word in {w for row, col in elems
                      for w in range((row * row_elems + col) * elem_bytes // bank_bytes,
@@ -87,15 +89,19 @@ def bank_cycles(lay: LinearLayout, row_elems: int, elem_bytes: int, owners_only:
     return total
 
 
-def conversion_strides(src: LinearLayout, dst: LinearLayout, shape: Sequence[int], elem_bytes: int) -> List[int]:
-    """The strides, among pads of `PAD_BYTES`, at which storing `src` and loading `dst` take the fewest bank
+def conversion_strides(src: LinearLayout, dst: LinearLayout, shape: Sequence[int], elem_bytes: int,
+                       ctype: str = "") -> List[int]:
+    """The strides, among pads of `PAD_BYTES`, at which storing `src` and loading `dst` (in runs of registers where
+    `vector_run` allows them, for elements of MSL type `ctype` in a 16-byte aligned buffer) take the fewest bank
     cycles."""
     if len(shape) < 2:
         return row_major_strides(shape)
     best: Tuple[int, int] = (-1, 0)
     for pad in sorted({b // elem_bytes for b in PAD_BYTES if b % elem_bytes == 0}):
         row = shape[-1] + pad
-        cycles = bank_cycles(src, row, elem_bytes, True) + bank_cycles(dst, row, elem_bytes, False)
+        strides = padded_strides(shape, pad)
+        cycles = bank_cycles(src, row, elem_bytes, True, vector_run(src, strides, ctype, 16)) + \
+            bank_cycles(dst, row, elem_bytes, False, vector_run(dst, strides, ctype, 16, store=False))
         if best[0] < 0 or cycles < best[0]:
             best = (cycles, pad)
     return padded_strides(shape, best[1])
