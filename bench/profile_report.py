@@ -7,25 +7,32 @@ Every number comes from `triton.backends.apple.emulator.profile()` (emulator/too
 README, "Sanitizer and profiler"): exact counts of what the generated MSL does on the emulator, not timings. Per
 column:
 - moved/min: bytes the kernel's SIMD-wide global instructions move (each instruction's distinct bytes) over the
-  distinct bytes the launch touches; 1.00 means every byte once.
+  distinct bytes the launch touches; 1.00 means every byte once. It is the product of the next two.
+- in tg: moved bytes over the distinct bytes of each threadgroup (summed): re-reads inside a threadgroup, by the
+  same thread again (a kernel that loops over a row several times) or by lanes of several simdgroups that hold
+  copies of one value (a layout replicated across simdgroups).
+- across tg: those over the launch's distinct bytes: bytes several threadgroups each move (a weight vector every
+  row's program reads). On a GPU the caches serve such re-reads, which the minimal bytes leave out.
 - 16B: share of global bytes in 16-byte (float4-wide) accesses.
+- B/acc: global bytes per lane access (16 when all are 16-byte; 8 where a layout gives each thread two floats).
 - tg acc: SIMD-wide threadgroup-memory instructions per threadgroup.
 - conflict: bank cycles over the fewest the bytes need, summed over those instructions (1.00: conflict-free), and
-  the worst single instruction, under tools.BANK_MODEL (32 banks of 4 bytes: Apple documents none).
+  the worst single instruction, under target.THREADGROUP_BANKS (32 banks of 4 bytes: Apple documents none).
 - barriers: threadgroup barriers per threadgroup.
 - sgm share: simdgroup_matrix FLOPs over simdgroup_matrix + fma() FLOPs (dots only; elementwise math is not
   counted).
 - lanes: active lanes per memory instruction over 32.
 Last, the attention forward's barriers per K step (from two context lengths).
 
-The roofline: for each Apple family's base chip (target.GPU_FAMILIES: FP32 peak = GPU cores x 128 lanes x 2 x
-clock) with its peak DRAM bandwidth from the one chip table (backend/host.py, PEAK_GBPS), the time the minimal
-bytes need at peak bandwidth and the time the counted FLOPs need at peak: the larger bounds the kernel from below.
-A PNG per kernel needs matplotlib, which this project does not install: the table is printed instead.
+The roofline (`triton.backends.apple.emulator.roofline`): for each Apple family's base chip (target.GPU_FAMILIES:
+FP32 peak = GPU cores x 128 lanes x 2 x clock) with its peak DRAM bandwidth from the one chip table
+(backend/host.py, PEAK_GBPS), the time the minimal bytes need at peak bandwidth and the time the counted FLOPs need
+at peak: the larger bounds the kernel from below. With `--png-dir DIR`, one roofline plot per kernel launch in DIR
+(needs matplotlib: `scripts/install.sh --test`).
 
 Each launch is checked against torch; a wrong result exits with status 1.
 
-    python -m bench.profile_report [--only tutorial,liger,fla] [--kernels "softmax,rms_norm"]
+    python -m bench.profile_report [--only tutorial,liger,fla] [--kernels "softmax,rms_norm"] [--png-dir DIR]
 """
 from __future__ import annotations
 
@@ -87,10 +94,9 @@ def _liger_cases() -> Dict[str, Callable[[], LibraryCase]]:
         a, b = _randn(g, 64, 1024), _randn(g, 64, 1024)
         return (lambda: _liger("swiglu").LigerSiLUMulFunction.apply(a, b), lambda: F.silu(a) * b, 1e-5)
 
-    def rope():
+    def rope(B, H, KH, T, D):
         g = _gen(4)
-        B, H, T, D = 2, 4, 64, 64
-        q, k = _randn(g, B, H, T, D), _randn(g, B, 2, T, D)
+        q, k = _randn(g, B, H, T, D), _randn(g, B, KH, T, D)
         inv = 1.0 / (10000**(torch.arange(0, D, 2, dtype=torch.float32) / D))
         emb = torch.cat((torch.outer(torch.arange(T, dtype=torch.float32), inv), ) * 2, -1)[None]
         cos, sin = emb.cos(), emb.sin()
@@ -106,8 +112,11 @@ def _liger_cases() -> Dict[str, Callable[[], LibraryCase]]:
         return (lambda: _liger("cross_entropy").LigerCrossEntropyFunction.apply(x.clone(), t, None, -100)[0],
                 lambda: F.cross_entropy(x, t), 1e-4)
 
+    # rope at two shapes: with 4 query heads of 64 a program's half tile is 4 x 32, one element per thread (scalar
+    # accesses on upstream's NVIDIA backend too); with 32 heads of 128 (Llama's) 16 per thread
     return {"liger rms_norm": rms_norm, "liger layer_norm": layer_norm, "liger swiglu": swiglu,
-            "liger rope": rope, "liger cross_entropy": cross_entropy}
+            "liger rope 4x64": lambda: rope(2, 4, 2, 64, 64), "liger rope 32x128": lambda: rope(1, 32, 8, 32, 128),
+            "liger cross_entropy": cross_entropy}
 
 
 def _fla_cases() -> Dict[str, Callable[[], LibraryCase]]:
@@ -156,34 +165,45 @@ def _fmt(x: Optional[float], digits: int = 2) -> str:
     return "-" if x is None else f"{x:.{digits}f}"
 
 
+def _bytes_per_access(d: dict) -> Optional[float]:
+    n = sum(d["global_loads_by_width"].values()) + sum(d["global_stores_by_width"].values())
+    return (d["global_bytes_read"] + d["global_bytes_written"]) / n if n else None
+
+
 def _row(case: str, d: dict) -> List[str]:
     tgs = max(1, d["threadgroups"])
     worst = d["bank_conflict_worst"]
     conflict = "-" if d["bank_conflict_degree"] is None else f"{_fmt(d['bank_conflict_degree'])} (worst {_fmt(worst)})"
-    return [case, d["kernel"], str(d["threadgroups"]), _fmt(d["moved_over_minimal"]), _fmt(d["share_16_byte"]),
+    return [case, d["kernel"], str(d["threadgroups"]), _fmt(d["moved_over_minimal"]),
+            _fmt(d["moved_over_threadgroup_distinct"]), _fmt(d["threadgroup_distinct_over_minimal"]),
+            _fmt(d["share_16_byte"]), _fmt(_bytes_per_access(d), 1),
             _fmt(d["threadgroup_simd_accesses"] / tgs, 1), conflict, _fmt(d["barriers_per_threadgroup"], 1),
             _fmt(d["simdgroup_matrix_share"]), _fmt(d["simd_lane_utilisation"])]
 
 
 def roofline(launches: List[Tuple[str, dict]]) -> str:
     """Per family base chip: lower bounds on each launch's time from its minimal bytes and its counted FLOPs."""
-    from triton.backends.apple.host import peak_bandwidth
-    from triton.backends.apple.target import GPU_FAMILIES
-    chips = {"apple7": "M1", "apple8": "M2", "apple9": "M3"}
+    from triton.backends.apple.emulator import roofline as rl
     rows = []
     for case, d in launches:
-        flops = d["simdgroup_matrix_flops"] + d["fma_flops"]
-        row = [case, d["kernel"], f"{d['global_bytes_minimal'] / 1e6:.3f}", f"{flops / 1e6:.2f}"]
-        for fam, chip in chips.items():
-            f = GPU_FAMILIES[fam]
-            gbps, _ = peak_bandwidth(chip, f.gpu_cores)
-            peak = f.gpu_cores * 128 * 2 * f.gpu_clock_mhz * 1e6
-            t_mem = d["global_bytes_minimal"] / (gbps * 1e9) if gbps else 0.0
-            t_flop = flops / peak
-            row.append(f"{max(t_mem, t_flop) * 1e6:.2f} ({'memory' if t_mem >= t_flop else 'compute'})")
+        row = [case, d["kernel"], f"{d['global_bytes_minimal'] / 1e6:.3f}", f"{rl.counted_flops(d) / 1e6:.2f}"]
+        row += [f"{b.seconds * 1e6:.2f} ({'memory' if b.memory_bound else 'compute'})" for b in rl.bounds(d)]
         rows.append(row)
-    head = ["case", "kernel", "min MB", "MFLOP"] + [f"{c} µs (bound)" for c in chips.values()]
+    head = ["case", "kernel", "min MB", "MFLOP"] + [f"{r.chip} µs (bound)" for r in rl.roofs()]
     return table(head, rows)
+
+
+def write_plots(launches: List[Tuple[str, dict]], directory: str) -> List[str]:
+    """One roofline PNG per launch in `directory`, named after its case and kernel; their paths."""
+    import os
+    import re
+    from triton.backends.apple.emulator import roofline as rl
+    os.makedirs(directory, exist_ok=True)
+    paths = []
+    for case, d in launches:
+        name = re.sub(r"[^A-Za-z0-9]+", "_", f"{case} {d['kernel']}").strip("_")
+        paths.append(rl.plot(d, os.path.join(directory, f"{name}.png")).path)
+    return paths
 
 
 def attention_barriers_per_step() -> Tuple[float, float]:
@@ -206,6 +226,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", default="tutorial,liger,fla", help="comma list of tutorial, liger, fla")
     ap.add_argument("--kernels", default="", help="comma list of case names (substrings) to run")
+    ap.add_argument("--png-dir", default="", help="write a roofline plot (PNG) per kernel launch here")
     args = ap.parse_args(argv)
     groups = set(args.only.split(","))
     wanted = [w.strip() for w in args.kernels.split(",") if w.strip()]
@@ -241,8 +262,8 @@ def main(argv=None) -> int:
         if not _close(got, ref(), tol):
             failures.append(f"{name}: differs from torch")
         launches += _last_per_kernel(name, p.launches)
-    head = ["case", "kernel", "threadgroups", "moved/min", "16B", "tg acc", "conflict", "barriers", "sgm share",
-            "lanes"]
+    head = ["case", "kernel", "threadgroups", "moved/min", "in tg", "across tg", "16B", "B/acc", "tg acc", "conflict",
+            "barriers", "sgm share", "lanes"]
     print(table(head, [_row(c, d) for c, d in launches]))
     print()
     print(roofline(launches))
@@ -250,16 +271,12 @@ def main(argv=None) -> int:
         barriers, mma = attention_barriers_per_step()
         print(f"\nattention fwd fp16, per K step and threadgroup: {barriers:.1f} threadgroup barriers, "
               f"{mma:.1f} simdgroup_matrix multiplies")
-    if not _has_matplotlib():
-        print("\n(no PNG plot: matplotlib is not installed here)")
+    if args.png_dir:
+        paths = write_plots(launches, args.png_dir)
+        print(f"\n{len(paths)} roofline plots in {args.png_dir}")
     for f in failures:
         print("WRONG RESULT:", f, file=sys.stderr)
     return 1 if failures else 0
-
-
-def _has_matplotlib() -> bool:
-    import importlib.util
-    return importlib.util.find_spec("matplotlib") is not None
 
 
 if __name__ == "__main__":

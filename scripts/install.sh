@@ -3,10 +3,11 @@
 #   bash scripts/install.sh          what running kernels needs: clang 22 for the emulator (apt), a C compiler and
 #                                    Python's headers for its launcher, the pinned Triton, PyTorch and NumPy wheels,
 #                                    and this package (pip, editable)
-#   bash scripts/install.sh --test   the above, plus what the test suite needs: pytest and friends, the libraries
-#                                    test/integration and test/models run unmodified (liger-kernel, fla-core,
-#                                    transformers, mamba-ssm without its CUDA build), and the AArch64 cross
-#                                    toolchain and qemu of the emulator's portability tests (about 440 MB of apt)
+#   bash scripts/install.sh --test   the above, plus what the test suite needs: pytest and friends, matplotlib (the
+#                                    profiler's roofline plots), the libraries test/integration and test/models
+#                                    run unmodified (liger-kernel, fla-core, transformers, mamba-ssm without its
+#                                    CUDA build), and the AArch64 cross toolchain and qemu of the emulator's
+#                                    portability tests (about 440 MB of apt)
 # Each step says on one line what it installs. PyTorch: `pip install torch==2.13.0` from PyPI is a CUDA build of
 # several GB on Linux; the emulator needs only the CPU build: set TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
 # to take it from PyTorch's CPU-only index.
@@ -70,6 +71,10 @@ if [ "$TEST" = 1 ]; then
   # per-test timeout of the macOS workflow, whose behaviour test/lowering/test_macos_workflow.py checks here
   python -m pip install -q "pytest==9.0.3" "pytest-xdist==3.8.0" "pytest-timeout==2.4.0" "hypothesis==6.155.2" \
     "nanobind==3.1.0" "setuptools==84.2.1"
+  # The profiler's roofline plots (emulator/roofline.py; test/emulator/test_profile.py reads one back).
+  step "pip (tests): matplotlib and its dependencies, for the profiler's roofline plots"
+  python -m pip install -q "matplotlib==3.11.2" "contourpy==1.3.3" "cycler==0.12.1" "fonttools==4.68.0" \
+    "kiwisolver==1.5.1" "packaging==26.4" "pillow==13.0.0" "pyparsing==3.3.3" "python-dateutil==4.0.0" "tzdata==2026.6"
   # test/integration runs these libraries unmodified; they need only torch and triton, hence --no-deps.
   python -m pip install -q --no-deps "liger-kernel==0.8.5" "fla-core==0.6.0" "einops==0.8.2"
   # test/models builds tiny models from transformers' own classes (its dependencies from PyPI, pinned where the

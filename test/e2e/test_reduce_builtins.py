@@ -3,6 +3,7 @@ reductions in turns, the other lanes contributing the identity, when that is no 
 butterfly has steps; checked against torch for every combine Metal reduces natively, on the types its SIMD
 functions take, on shapes that take either path, with the MSL checked for the builtin. Float max/min run on
 integer order keys with the NaN flags reduced beside them: checked bit for bit on NaN and signed zeros."""
+import re
 import zlib
 
 import pytest
@@ -222,3 +223,66 @@ def test_float_max_min_are_exact_on_nan_and_signed_zeros(dtype, shape, axis, num
         assert torch.equal(torch.isnan(got), torch.isnan(ref)), (row, x, got, ref)
         ok = ~torch.isnan(ref)
         assert torch.equal(got[ok], ref[ok]) and torch.equal(torch.signbit(got[ok]), torch.signbit(ref[ok])), (row, got, ref)
+
+
+# -- whole-tensor reductions (axis=None): Triton flattens each operand with a reshape that may reorder it --
+
+
+@triton.jit
+def _max_with_index(a, ia, b, ib):
+    take_b = (b > a) | ((b == a) & (ib < ia))
+    return tl.where(take_b, b, a), tl.where(take_b, ib, ia)
+
+
+@triton.jit
+def whole_reduce_kernel(x_ptr, out_ptr, idx_ptr, M: tl.constexpr, N: tl.constexpr, OP: tl.constexpr):
+    offs = tl.arange(0, M)[:, None] * N + tl.arange(0, N)[None, :]
+    x = tl.load(x_ptr + offs)
+    if OP == "max":
+        tl.store(out_ptr, tl.max(x))
+    elif OP == "sum":
+        tl.store(out_ptr, tl.sum(x))
+    elif OP == "argmax" or OP == "argmax_one_layout":  # a tuple: values and their indices flattened alike
+        # the indices in the layout of the loaded values, or (plain `offs`) in the one of the offsets
+        i = (x * 0).to(tl.int32) + offs if OP == "argmax_one_layout" else offs
+        v, i = tl.reduce((x, i), None, _max_with_index)
+        tl.store(out_ptr, v)
+        tl.store(idx_ptr, i)
+    else:  # the reordering reshape feeds a store: its order is kept
+        tl.store(out_ptr + tl.arange(0, M * N), tl.reshape(x, M * N, can_reorder=True))
+
+
+@pytest.mark.parametrize("op", ["max", "sum", "argmax", "argmax_one_layout", "store"])
+@pytest.mark.parametrize("shape, num_warps", [((1, 2048), 32), ((64, 64), 4), ((16, 8), 1)])
+def test_whole_tensor_reduction_without_a_relayout(op, shape, num_warps, device):
+    """Flattening for `axis=None` hands the registers on in another order (as upstream's lowering does) when both
+    layouts hold every element once: no threadgroup memory, no barrier. The operands of a tuple reduction are
+    permuted alike, so only when they come from one layout (`argmax_one_layout`); values and indices in two
+    layouts (`argmax`) are flattened in order. A reordering reshape that a store reads keeps the row-major order."""
+    M, N = shape
+    g = torch.Generator().manual_seed(M * N)
+    x = torch.randn(M, N, generator=g)
+    out = torch.zeros(M * N if op == "store" else 1)
+    idx = torch.zeros(1, dtype=torch.int32)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # can_reorder is deprecated
+        k = whole_reduce_kernel[(1, )](x.to(device), out_d := out.to(device), idx_d := idx.to(device), M=M, N=N,
+                                       OP=op, num_warps=num_warps)
+    out, idx = out_d.cpu(), idx_d.cpu()
+    if op == "max":
+        assert out.item() == x.max().item()
+    elif op == "sum":
+        torch.testing.assert_close(out[0], x.sum(), rtol=1e-5, atol=1e-4)
+    elif op.startswith("argmax"):
+        assert out.item() == x.max().item() and idx.item() == int(x.flatten().argmax())
+    else:
+        assert torch.equal(out, x.flatten())
+    reshapes = [line for line in k.asm["ttgir"].splitlines() if "tt.reshape" in line]
+    assert reshapes and all("allow_reorder" in line for line in reshapes)  # what Triton emits for these
+    src_layouts = {re.search(r"tensor<[^,]+, (#\w+)> ->", line).group(1) for line in reshapes}
+    msl = k.asm["msl"]
+    if op == "argmax":  # two source layouts: both flattened in order (through threadgroup memory here)
+        assert len(src_layouts) == 2 and "tt.reshape" in msl
+    elif op != "store":  # no code at all for the flattening
+        assert len(src_layouts) == 1 and "tt.reshape" not in msl

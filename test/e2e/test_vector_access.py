@@ -203,3 +203,39 @@ def test_masked_load_whose_other_selects_on_a_scalar(pad, tmp_path, device):
     ref = x.clone()
     ref[100:] = float("nan") if pad else 0.0
     torch.testing.assert_close(out.cpu(), ref, equal_nan=True)
+
+
+# -- facts that must survive integer width changes (liger-kernel computes row offsets in 64 bits) --
+
+
+@triton.jit
+def rows_64_bit_kernel(x_ptr, out_ptr, stride, n_rows, BLOCK: tl.constexpr, SHIFT: tl.constexpr,
+                       ROW_MOD: tl.constexpr):
+    pid = tl.program_id(0).to(tl.int64)
+    row = pid % n_rows if ROW_MOD else pid  # rope's cos row: program % sequence length
+    cols = (tl.arange(0, BLOCK) + SHIFT).to(tl.int64)
+    x = tl.load(x_ptr + row * stride + cols)
+    tl.store(out_ptr + pid * stride + cols, x * 2)
+
+
+@pytest.mark.parametrize("stride, shift, row_mod, vector", [(1024, 0, False, "float4"), (1024, 0, True, "float4"),
+                                                            (1024, 2, False, "float2"), (1030, 0, False, None)])
+def test_row_offsets_in_64_bits(stride, shift, row_mod, vector, device):
+    """`pid.to(tl.int64) * stride` keeps the stride's divisibility (16 when the JIT specialises it) and widened
+    offsets keep their contiguity: 16-byte accesses, as upstream's NVIDIA backend makes (ld.global.v4) for liger's
+    swiglu. Offsets from 2 are aligned in pairs only; a stride of 1030 is not specialised: one float at a time."""
+    rows = 8
+    x = torch.randn(rows * stride + shift, device=device)
+    out = torch.zeros(rows * stride + shift, device=device)
+    k = rows_64_bit_kernel[(rows, )](x, out, stride, 4 if row_mod else rows, BLOCK=512, SHIFT=shift,
+                                     ROW_MOD=row_mod, num_warps=4)
+    ref = torch.zeros(rows * stride + shift)
+    for pid in range(rows):
+        row = pid % 4 if row_mod else pid
+        ref[pid * stride + shift:pid * stride + shift + 512] = 2 * x.cpu()[row * stride + shift:row * stride + shift + 512]
+    assert torch.equal(out.cpu(), ref)
+    src = _msl(k)
+    if vector:
+        assert f"*(device const {vector}*)" in src and f"*(device {vector}*)" in src
+    else:
+        assert "float4*)" not in src and "float2*)" not in src

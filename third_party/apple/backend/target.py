@@ -19,6 +19,14 @@ MAX_THREADGROUP_MEMORY = 32 * 1024  # bytes of threadgroup memory per threadgrou
 MAX_THREADS_PER_THREADGROUP = 1024
 MAX_WARPS = MAX_THREADS_PER_THREADGROUP // SIMD_WIDTH
 MAX_BUFFER_SLOTS = 31  # [[buffer(0..30)]]
+# Threadgroup memory banking. Apple publishes neither the number of banks nor their width. These are the parameters
+# public Metal kernels are written against: 32 banks of 4-byte words, a 128-byte row per cycle (MLX's steel GEMM, for
+# one, pads its threadgroup tiles by 4 floats per row so that column reads spread over the banks; Philip Turner's
+# "metal-benchmarks" (github.com/philipturner/metal-benchmarks) documents the M1 core's threadgroup memory size, not
+# its banking). The emulator's profiler measures conflicts under this model and the lowering pads the buffers layout
+# conversions go through for it (lowering/scratch_padding.py). A bank-conflict microbenchmark on a Mac (strided
+# 4-byte reads by one simdgroup: the stride at which time doubles) would correct it here.
+THREADGROUP_BANKS = {"banks": 32, "bank_bytes": 4}
 # Threads of a dispatch per grid dimension: MSL's grid positions and sizes (`thread_position_in_grid`,
 # `threads_per_grid`, `threadgroup_position_in_grid`) are 32-bit `uint`s, so a larger dispatch cannot be numbered.
 MAX_GRID_THREADS = (1 << 32) - 1

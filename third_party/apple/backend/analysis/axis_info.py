@@ -19,6 +19,8 @@ from ..ir import Function, Op, Value
 from ..ir.types import PointerType, ScalarType, TensorType
 
 MAX_DIVISIBILITY = 1 << 30
+# Integer width changes: the value (sign- or zero-extended) or its low bits (truncated) carry over.
+_WIDTH_CASTS = ("arith.extsi", "arith.extui", "arith.trunci", "arith.index_cast", "arith.index_castui")
 
 
 @dataclass(frozen=True)
@@ -190,6 +192,15 @@ class AxisInfoAnalysis:
                 a = self.scalar_divisibility(op.operands[0])
                 b = self.scalar_divisibility(op.operands[1]) * _elem_bytes(op.operands[0])
                 self._scalar_div[id(res)] = min(a, b)
+            elif name in _WIDTH_CASTS:
+                # `pid.to(tl.int64) * stride` widens the stride first: its low bits, so its divisor, stay
+                self._scalar_div[id(res)] = self.scalar_divisibility(op.operands[0])
+            elif name in ("arith.remsi", "arith.remui"):
+                # x - n*q: a multiple of whatever power of two divides both
+                a, b = (self.scalar_divisibility(v) for v in op.operands)
+                self._scalar_div[id(res)] = min(a, b)
+            elif name == "arith.select":
+                self._scalar_div[id(res)] = min(self.scalar_divisibility(v) for v in op.operands[1:])
             return
         if name == "tt.broadcast":
             src = self.get(op.operands[0])
@@ -245,8 +256,16 @@ class AxisInfoAnalysis:
             const = tuple(math.gcd(ak, bk) for ak, bk in zip(a.constancy, b.constancy))
             self._set(res, AxisInfo(cont, div, const))
             return
-        if name in ("arith.cmpi", "arith.andi", "arith.ori", "arith.select", "arith.extsi", "arith.extui",
-                    "arith.trunci"):
+        if name in _WIDTH_CASTS:
+            # The values (extensions) or their low bits (truncation) stay, so do constancy and the power of two
+            # dividing them. A run stays contiguous where it crosses no multiple of 2^31 (where a signed or
+            # unsigned value wraps): runs aligned to what divides their first element never do. Truncation to
+            # fewer bits wraps at smaller multiples: its runs are not kept.
+            a = self.get(op.operands[0])
+            cont = tuple(1 if name == "arith.trunci" else math.gcd(c, dv) for c, dv in zip(a.contiguity, a.divisibility))
+            self._set(res, AxisInfo(cont, a.divisibility, a.constancy))
+            return
+        if name in ("arith.cmpi", "arith.andi", "arith.ori", "arith.select"):
             # a scalar operand (the i1 condition of `arith.select` on tensors) is the same for every element
             infos = [self.get(v) for v in op.operands if isinstance(v.type, TensorType)]
             const = [math.gcd(*(i.constancy[d] for i in infos)) if len(infos) > 1 else infos[0].constancy[d]

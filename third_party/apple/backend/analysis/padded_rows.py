@@ -2,7 +2,7 @@
 and element strides of a buffer laid out by it.
 
 A fragment load reads 8 rows of 8 elements (16 bytes of half or bfloat, 32 of float). Threadgroup memory is banked
-(32 banks of 4 bytes, 128 bytes across, on the emulator profiler's model: `emulator/tools.py`); when a row's
+(32 banks of 4 bytes, 128 bytes across, on the target's model: `target.THREADGROUP_BANKS`); when a row's
 length is an even multiple of 16 bytes the 8 rows start at no more than 4 distinct offsets modulo 128 bytes and
 their accesses conflict (8-way for half rows of 128 bytes). Making such rows 16 bytes longer starts the 8 rows at
 8 distinct 16-byte offsets modulo 128: no conflict for 16-bit fragments, and the fewest bank cycles its bytes need

@@ -13,10 +13,12 @@ Modules, by job: ``clang`` (which compiler, which flags), ``cache`` (the on-disk
 addresses to MSL lines), ``signature`` (reading MSL kernel signatures, line-preserving rewrites),
 ``library`` (the loaded runtime and kernel libraries), ``launcher`` (the native launcher and launch
 settings), ``scalar`` (scalar values of this API), ``kernel`` (compiled kernels: binding, launching,
-errors), ``tools`` (the sanitizer and profiler: which tools a launch runs, its report as findings and a profile).
+errors), ``tools`` (the sanitizer and profiler: which tools a launch runs, its report as findings and a profile),
+``roofline`` (a profile's time bound per Apple family and its plot).
 
 What it takes from the rest of the backend, and nothing else: the scalar ABI (``abi.scalars``: type
-sizes and the one packer), the MSL location comments (``abi.msl_locations``, for the sanitizer's reports), the target's limits (``target``), its settings (``knobs``); from Triton: the
+sizes and the one packer), the MSL location comments (``abi.msl_locations``, for the sanitizer's reports), the target's limits (``target``), its settings (``knobs``), the chip table's peak bandwidths
+(``host.PEAK_GBPS``, for the roofline); from Triton: the
 cache directory (``triton.knobs.cache``) and ``triton.runtime.build.compile_so_from_file`` for the
 launcher.
 

@@ -110,9 +110,12 @@ KERNEL_FLAGS = kernel_flags() + host_arch_flags() + (
 # (TT_EMU_TOOLS). The host vectorisers stay off, so that each traced access is one access of the MSL (a float4 load
 # stays a 16-byte load; no loop is widened into accesses the MSL does not make), and so does the recognition of
 # loops and store runs as memcpy/memset (-fno-builtin): the copies those become are not traced (a reduction's
-# eight stores into threadgroup memory were one memcpy). Ordinary builds never get these.
+# eight stores into threadgroup memory were one memcpy). VectorCombine is off too: it splits a vector load whose
+# lanes are only extracted into one load per lane (the `uint4` a run of eight halves is loaded as became four
+# 4-byte loads). Ordinary builds never get these.
 TOOL_FLAGS: Tuple[str, ...] = ("-fsanitize-coverage=func,trace-loads,trace-stores", "-DTT_EMU_TOOLS=1",
-                               "-fno-vectorize", "-fno-slp-vectorize", "-fno-builtin")
+                               "-fno-vectorize", "-fno-slp-vectorize", "-fno-builtin", "-mllvm",
+                               "-disable-vector-combine")
 RUNTIME_FLAGS: Tuple[str, ...] = ("-std=c++17", "-O2", "-fPIC", "-shared", "-pthread", "-fvisibility=hidden",
                                   "-fno-omit-frame-pointer")
 _CANDIDATES = ("clang++-22", "clang++-21", "clang++-20", "clang++-19", "clang++-18", "clang++-17", "clang++") + (

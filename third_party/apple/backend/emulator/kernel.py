@@ -390,10 +390,10 @@ class EmulatorKernel:
                 LOADED_LIBRARIES.release(so)
         report = armed.report
         found = []
+        if filled and (report.nhazards or report.nconflicts) and self._locations is None:
+            from ..abi.msl_locations import MslLocations
+            self._locations = MslLocations.from_comments(self.source)
         if filled and report.nhazards:
-            if self._locations is None:
-                from ..abi.msl_locations import MslLocations
-                self._locations = MslLocations.from_comments(self.source)
             found = _tools.findings(report, str(so), self.name, self._lines, self._locations,
                                     {p.index: p.name for p in self._buffers})
         res = LaunchResult(*result) if result is not None else None
@@ -416,7 +416,9 @@ class EmulatorKernel:
         if found:  # warn mode
             warnings.warn(EmulatorSanitizerWarning(_tools.summary(report, found, self.name)), stacklevel=4)
         if bits & _tools.PROFILE and filled:
-            d = _tools.profile_dict(report, self.name, grid, threadgroup)
+            conflicts = _tools.conflict_lines(report, str(so), self.name, self._lines, self._locations) \
+                if report.nconflicts else []
+            d = _tools.profile_dict(report, self.name, grid, threadgroup, conflicts)
             for c in collectors:
                 c.launches.append(d)
             if bits & _tools._PRINT:

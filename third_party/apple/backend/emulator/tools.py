@@ -8,8 +8,8 @@ compiled, or the `sanitize()` / `profile()` scopes), arms the runtime for it (`A
 findings (`Finding`: both accesses, with their MSL lines and the Triton source lines their location comments name)
 and into the profile dict of the launch (`profile_dict`).
 
-The banking model of threadgroup memory is the one table below (`BANK_MODEL`): Apple documents no bank count or
-width, so a Mac measurement can replace it there.
+The banking model of threadgroup memory is the target's (`target.THREADGROUP_BANKS`, here `BANK_MODEL`): Apple
+documents no bank count or width, so a Mac measurement can replace it there.
 """
 from __future__ import annotations
 
@@ -21,22 +21,20 @@ from dataclasses import dataclass, field
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 from .. import knobs
+from ..target import THREADGROUP_BANKS
 from ..abi.msl_locations import MslLocations
 from .symbolizer import symbolize
 
 # tt_emu_tools_arm's tools (TT_TOOL_*)
 RACE, INIT, PROFILE, WARN = 1, 2, 4, 8
-TOOLS_ABI_VERSION = 1  # TT_EMU_TOOLS_ABI_VERSION
+TOOLS_ABI_VERSION = 3  # TT_EMU_TOOLS_ABI_VERSION
 MAX_HAZARDS = 32       # TT_TOOL_MAX_HAZARDS
+MAX_CONFLICT_LINES = 16  # TT_TOOL_MAX_CONFLICT_LINES
 STATUS_RACE, STATUS_UNINIT = 17, 18  # TT_ERR_RACE, TT_ERR_UNINIT
 
-# Threadgroup memory banking, for the profiler's conflict degree. Apple publishes neither the number of banks nor
-# their width. These are the parameters public Metal kernels are written against: 32 banks of 4-byte words, a
-# 128-byte row per cycle (MLX's steel GEMM, for one, pads its threadgroup tiles by 4 floats per row so that column
-# reads spread over the banks; Philip Turner's "metal-benchmarks" (github.com/philipturner/metal-benchmarks)
-# documents the M1 core's threadgroup memory size, not its banking). A bank-conflict microbenchmark on a Mac
-# (strided 4-byte reads by one simdgroup: the stride at which time doubles) would correct them here.
-BANK_MODEL: Dict[str, int] = {"banks": 32, "bank_bytes": 4}
+# Threadgroup memory banking, for the profiler's conflict degree: the target's model (target.THREADGROUP_BANKS, where
+# its sources are), which the lowering pads conversion buffers for too.
+BANK_MODEL: Dict[str, int] = THREADGROUP_BANKS
 
 _KINDS = {1: "RAW", 2: "WAR", 3: "WAW", 4: "uninitialized"}
 _SPACES = {0: "threadgroup", 1: "device", 2: "private"}
@@ -64,13 +62,19 @@ class _Profile(ctypes.Structure):
                 ("tg_stores", _U64), ("tg_load_bytes", _U64), ("tg_store_bytes", _U64), ("tg_simd_accesses", _U64),
                 ("tg_wavefronts", _U64), ("tg_ideal", _U64), ("tg_max_degree", _U64), ("tg_conflicted", _U64),
                 ("simd_instructions", _U64), ("simd_lanes", _U64), ("threadgroups", _U64), ("barriers", _U64),
-                ("max_barriers", _U64), ("simd_barriers", _U64), ("sgm_mma", _U64), ("fma", _U64)]
+                ("max_barriers", _U64), ("simd_barriers", _U64), ("sgm_mma", _U64), ("fma", _U64),
+                ("dev_tg_distinct", _U64)]
+
+
+class _Conflict(ctypes.Structure):
+    _fields_ = [("pc_offset", _U64), ("accesses", _U64), ("cycles", _U64), ("ideal", _U64)]
 
 
 class _Report(ctypes.Structure):
     _fields_ = [("abi", ctypes.c_uint32), ("tools", ctypes.c_uint32), ("nhazards", ctypes.c_uint32),
                 ("_pad", ctypes.c_uint32), ("total", _U64), ("benign_waw", _U64),
-                ("hazards", _Hazard * MAX_HAZARDS), ("profile", _Profile)]
+                ("hazards", _Hazard * MAX_HAZARDS), ("profile", _Profile), ("nconflicts", ctypes.c_uint32),
+                ("_pad2", ctypes.c_uint32), ("conflicts", _Conflict * MAX_CONFLICT_LINES)]
 
 
 class _Banks(ctypes.Structure):
@@ -319,14 +323,41 @@ def summary(report: _Report, found: List[Finding], kernel_name: str) -> str:
 # ------------------------------------------------------------------------------------------------ profile
 
 
-def profile_dict(report: _Report, kernel_name: str, grid, threadgroup) -> dict:
-    """The profile of one launch, as plain numbers (keys documented in the emulator README)."""
+def conflict_lines(report: _Report, so_path: str, kernel_name: str, source_lines: Sequence[str],
+                   locations: MslLocations) -> List[dict]:
+    """The threadgroup-memory instructions with bank conflicts, by MSL line (the instructions of one line summed),
+    the most cycles over the ideal first: line, its text, the Triton op and source line, SIMD-wide accesses,
+    conflict degree (cycles over the ideal) and the cycles over the ideal."""
+    by_line: Dict[object, dict] = {}
+    for i in range(min(report.nconflicts, MAX_CONFLICT_LINES)):
+        c = report.conflicts[i]
+        loc = symbolize(so_path, int(c.pc_offset), f"{kernel_name}.metal") if c.pc_offset else None
+        line = loc[0] if loc else None
+        e = by_line.setdefault(line, {"msl_line": line, "accesses": 0, "cycles": 0, "ideal": 0})
+        e["accesses"] += int(c.accesses)
+        e["cycles"] += int(c.cycles)
+        e["ideal"] += int(c.ideal)
+    out = []
+    for e in by_line.values():
+        line = e["msl_line"]
+        origin = locations.origin(line) if line else None
+        out.append({"msl_line": line, "msl_text": source_lines[line - 1].strip() if line and 0 < line <= len(source_lines)
+                    else "", "origin": f"{origin[0]} at {origin[1]}" if origin else "", "accesses": e["accesses"],
+                    "degree": e["cycles"] / e["ideal"], "excess_cycles": e["cycles"] - e["ideal"]})
+    return sorted(out, key=lambda e: -e["excess_cycles"])
+
+
+def profile_dict(report: _Report, kernel_name: str, grid, threadgroup,
+                 conflicts: Sequence[dict] = ()) -> dict:
+    """The profile of one launch, as plain numbers (keys documented in the emulator README); `conflicts`:
+    `conflict_lines` of the launch."""
     p = report.profile
     loads = {w: int(p.dev_loads[i]) for i, w in enumerate(_WIDTHS)}
     stores = {w: int(p.dev_stores[i]) for i, w in enumerate(_WIDTHS)}
     read = sum(w * n for w, n in loads.items())
     written = sum(w * n for w, n in stores.items())
     minimal = int(p.dev_read_distinct + p.dev_written_distinct)
+    tg_distinct = int(p.dev_tg_distinct)
     wide = sum(16 * n for n in (loads[16], stores[16]))
     ideal = int(p.tg_ideal)
     return {
@@ -337,6 +368,11 @@ def profile_dict(report: _Report, kernel_name: str, grid, threadgroup) -> dict:
         "global_bytes_minimal": minimal,
         "global_read_distinct": int(p.dev_read_distinct), "global_written_distinct": int(p.dev_written_distinct),
         "moved_over_minimal": (int(p.dev_moved) / minimal) if minimal else None,
+        # the two factors of moved/minimal: re-reads inside a threadgroup (the same thread again, or lanes of
+        # several simdgroups holding copies of one value), and bytes several threadgroups each move
+        "global_bytes_threadgroup_distinct": tg_distinct,
+        "moved_over_threadgroup_distinct": (int(p.dev_moved) / tg_distinct) if tg_distinct else None,
+        "threadgroup_distinct_over_minimal": (tg_distinct / minimal) if minimal else None,
         "share_16_byte": (wide / (read + written)) if read + written else None,
         "threadgroup_loads": int(p.tg_loads), "threadgroup_stores": int(p.tg_stores),
         "threadgroup_bytes_loaded": int(p.tg_load_bytes), "threadgroup_bytes_stored": int(p.tg_store_bytes),
@@ -345,6 +381,7 @@ def profile_dict(report: _Report, kernel_name: str, grid, threadgroup) -> dict:
         "bank_conflict_degree": (int(p.tg_wavefronts) / ideal) if ideal else None,
         "bank_conflict_worst": p.tg_max_degree / 1000 if p.tg_simd_accesses else None,
         "threadgroup_conflicted_accesses": int(p.tg_conflicted),
+        "bank_conflict_lines": list(conflicts),
         "bank_model": dict(BANK_MODEL),
         "simd_memory_instructions": int(p.simd_instructions),
         "simd_lane_utilisation": (p.simd_lanes / (32 * p.simd_instructions)) if p.simd_instructions else None,

@@ -3,6 +3,7 @@ helpers the kernel needs, names of generated functions, threadgroup-memory scrat
 and the errors that name the kernel, op and source line."""
 from __future__ import annotations
 
+import functools
 import re
 from typing import Dict, List, Optional, Tuple
 
@@ -65,6 +66,19 @@ class KernelContext:
         self._scratch_end = 0  # end of the highest scratch region placed outside upstream's allocation
         self._live: Optional[List[Tuple[int, int, int, int]]] = None
         self._position = op_positions(module)
+
+    @functools.cached_property
+    def _users(self) -> Dict[int, List[Op]]:
+        users: Dict[int, List[Op]] = {}
+        for f in self.module.functions:
+            for op in f.walk():
+                for v in op.operands:
+                    users.setdefault(id(v), []).append(op)
+        return users
+
+    def users_of(self, value) -> List[Op]:
+        """The ops (at any depth) that take `value` as an operand."""
+        return self._users.get(id(value), [])
 
     def require_msl(self, version: str, what: str, op: Optional[Op] = None, instead: str = "") -> None:
         """Say that the kernel uses `what`, which needs MSL `version`: refused naming the macOS it needs when the
@@ -159,6 +173,13 @@ class KernelContext:
         offset = self._free_gap(op, nbytes)
         self._scratch_end = max(self._scratch_end, offset + nbytes)
         return offset
+
+    def scratch_in_place(self, op: Op, nbytes: int) -> bool:
+        """Whether `nbytes` of scratch for `op` fit without the kernel declaring more threadgroup memory than it
+        does now (in upstream's allocation for `op`, or in a gap below the end of what the kernel declares)."""
+        if nbytes <= self._upstream_scratch(op):
+            return True
+        return self._free_gap(op, nbytes) + nbytes <= max(self.upstream_shared, self._scratch_end)
 
     def scratch_room(self, op: Op) -> int:
         """The most scratch bytes `op` can get without the kernel exceeding threadgroup memory."""

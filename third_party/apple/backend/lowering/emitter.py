@@ -140,6 +140,7 @@ class FunctionEmitter:
         self.op_lines: List[Tuple[int, Op]] = []  # (index in `lines`, op whose code starts there)
         self._starts: List[int] = []  # first line index of each op being lowered (innermost last)
         self._counter = 0
+        self._tg_align: Dict[str, int] = {}  # tg_view name -> the power of two (at most 16) its address is a multiple of
 
     @property
     def target(self) -> "MetalTargetInfo":
@@ -277,7 +278,13 @@ class FunctionEmitter:
         ctype = _STORED_AS.get(ctype, ctype)
         ptr = self.target.threadgroup_pointer(ctype)
         self.emit(f"{ptr} {name} = ({ptr})(tt_smem + {offset});")
+        self._tg_align[name] = min(16, offset & -offset) if offset else 16  # tt_smem is 16-byte aligned
         return name
+
+    def tg_alignment(self, view: str) -> int:
+        """Bytes the address of threadgroup view `view` is known to be a multiple of (1 for views not made by
+        `tg_view`)."""
+        return self._tg_align.get(view, 1)
 
     def tg_offset_view(self, view: str, ctype: str, elements: str, hint: str) -> str:
         """Declare a pointer `name` to `elements` (an MSL expression) elements past `view`, a `tg_view` of `ctype`."""

@@ -13,15 +13,10 @@ from typing import Tuple
 from ..analysis.axis_info import vector_width
 from ..ir import Op
 from .emitter import FunctionEmitter, Lowered, elem_type, elementwise, is_tensor
-from .msl_helpers import vector_register_helpers
+from .msl_helpers import PACKED, VECTOR_TYPES, vector_access_type, vector_register_helpers
 from .registry import OpFamily
 
 FAMILY = OpFamily("load_store")
-
-_VECTOR_TYPES = {"float", "half", "bfloat", "int", "uint", "short", "ushort", "char", "uchar", "long", "ulong"}
-# element types that move as 32-bit words when a run holds more than 4 of them: type -> bytes
-_PACKED = {"half": 2, "bfloat": 2, "short": 2, "ushort": 2, "char": 1, "uchar": 1}
-
 
 def access_width(em: FunctionEmitter, op: Op, mask_index: int) -> Tuple[int, bool]:
     """(V, whole): the vector width for the tensor access `op` (1 when nothing wider is provably safe), and
@@ -34,11 +29,11 @@ def access_width(em: FunctionEmitter, op: Op, mask_index: int) -> Tuple[int, boo
     if not ptr.is_tensor or ptr.uniform or em.axis is None:
         return 1, True
     ct = em.ctype(elem_type(ptr_v).pointee)
-    if ct not in _VECTOR_TYPES:
+    if ct not in VECTOR_TYPES:
         return 1, True
     mask_v = op.operands[mask_index] if len(op.operands) > mask_index else None
     nbytes = elem_type(ptr_v).pointee.nbytes
-    max_elems = 16 // nbytes if ct in _PACKED else 4
+    max_elems = 16 // nbytes if ct in PACKED else 4
     if op.name == "tt.store" and em.get(op.operands[1]).uniform:
         max_elems = 4  # a splat value has no registers to pack
     v = vector_width(em.axis, ptr_v, None, ptr.layout, nbytes, max_elems=max_elems)
@@ -47,13 +42,6 @@ def access_width(em: FunctionEmitter, op: Op, mask_index: int) -> Tuple[int, boo
     if mask_v is None or em.get(mask_v).uniform:
         return v, True
     return v, vector_width(em.axis, ptr_v, mask_v, ptr.layout, nbytes, max_elems=max_elems) >= v
-
-
-def _access_type(ct: str, width: int) -> str:
-    """The MSL type one run of `width` elements moves as: `T<width>`, or 32-bit words past 4 elements."""
-    if width <= 4:
-        return f"{ct}{width}"
-    return f"uint{width * _PACKED[ct] // 4}"
 
 
 @FAMILY.lowers("tt.addptr")
@@ -99,8 +87,8 @@ def _vector_load(em: FunctionEmitter, op: Op, width: int, whole: bool, ct: str) 
     mask = em.get(op.operands[1]) if len(op.operands) > 1 else None
     other = em.get(op.operands[2]) if len(op.operands) > 2 else None
     out = em.declare(op.result)
-    at = _access_type(ct, width)
-    unpack, pack = _require_vector_helpers(em, ct, width)
+    at = vector_access_type(ct, width)
+    unpack, pack = require_vector_helpers(em, ct, width)
     r = _open_vector_runs(em, out.regs, width)
     loaded = f"*(device const {at}*){ptr.at(r)}"
     if mask is None:
@@ -126,9 +114,10 @@ def _vector_load(em: FunctionEmitter, op: Op, width: int, whole: bool, ct: str) 
     em.close()
 
 
-def _require_vector_helpers(em: FunctionEmitter, ct: str, width: int) -> Tuple[str, str]:
+def require_vector_helpers(em: FunctionEmitter, ct: str, width: int) -> Tuple[str, str]:
+    """The names of `tt_unpack` and `tt_pack<width>` for element type `ct`, emitted once per kernel."""
     names = []
-    for key, name, text in vector_register_helpers(ct, width, _access_type(ct, width)):
+    for key, name, text in vector_register_helpers(ct, width, vector_access_type(ct, width)):
         em.ctx.helpers.setdefault(key, text)
         names.append(name)
     return names[0], names[1]
@@ -161,12 +150,12 @@ def _store(em: FunctionEmitter, op: Op) -> None:
     if own:
         em.open(f"if ({own})")
     ct = em.ctype(elem_type(op.operands[1]))
-    vt = _access_type(ct, width)
+    vt = vector_access_type(ct, width)
     r = _open_vector_runs(em, lay.num_regs, width)
     if val.uniform:
         packed = f"{vt}({val.at(r)})"
     else:
-        packed = f"{_require_vector_helpers(em, ct, width)[1]}({val.name} + {r})"
+        packed = f"{require_vector_helpers(em, ct, width)[1]}({val.name} + {r})"
     conds = ([f"({r} & {free}) == 0"] if free else []) + ([mask.at(r) if whole else _all_set(mask, r, width)]
                                                            if mask is not None else [])
     if conds:

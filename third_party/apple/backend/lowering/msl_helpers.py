@@ -79,6 +79,20 @@ def shuffle_requires(ctype: str) -> Tuple[str, ...]:
     return msl_library.helper(_shuffle_form(ctype)).requires
 
 
+# MSL element types that move in vector accesses: type -> bytes
+VECTOR_TYPES = {"float": 4, "half": 2, "bfloat": 2, "int": 4, "uint": 4, "short": 2, "ushort": 2, "char": 1, "uchar": 1,
+                "long": 8, "ulong": 8}
+# element types that move as 32-bit words when a run holds more than 4 of them: type -> bytes
+PACKED = {"half": 2, "bfloat": 2, "short": 2, "ushort": 2, "char": 1, "uchar": 1}
+
+
+def vector_access_type(ct: str, width: int) -> str:
+    """The MSL type one run of `width` elements moves as: `T<width>`, or 32-bit words past 4 elements."""
+    if width <= 4:
+        return f"{ct}{width}"
+    return f"uint{width * PACKED[ct] // 4}"
+
+
 def vector_register_helpers(ctype: str, width: int, access: str) -> tuple:
     """((key, name, text) of `tt_unpack(thread T* regs, A v)`, which writes the `width` elements a vector
     access of MSL type `access` moved to consecutive registers, and of `tt_pack<width>(thread const T* regs)`,

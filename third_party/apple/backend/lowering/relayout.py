@@ -17,7 +17,8 @@ from ..ir.types import TensorType
 from ..layouts import Coord, LinearLayout, local_register_map, warp_shuffle_plan
 from .emitter import FunctionEmitter, Lowered, linear_expr
 from .pointer_base import kernel_argument
-from .shared_memory import index_expr, row_major_strides, store_registers
+from .scratch_padding import conversion_strides, scratch_bytes
+from .shared_memory import index_expr, load_registers, row_major_strides, store_registers
 
 
 def relayout(em: FunctionEmitter, op: Op, project: Callable[[Coord], Coord], src_index_strides: List[int]) -> None:
@@ -46,11 +47,26 @@ def relayout(em: FunctionEmitter, op: Op, project: Callable[[Coord], Coord], src
     if plan is not None:
         out = _relayout_with_shuffles(em, op, moved, dst_lay, plan, out)
     else:
-        out = through_scratch(em, op, moved, lambda o, r: index_expr(em, o.layout, r, src_index_strides), out)
+        strides = (_bank_strides(em, op, moved, dst_lay, 8 if base else src_v.type.element.nbytes)
+                   or src_index_strides) if op.name == "ttg.convert_layout" else None
+        read = strides or src_index_strides
+        out = through_scratch(em, op, moved, lambda o, r: index_expr(em, o.layout, r, read), out, strides)
     if base:
         res = em.declare(op.result)
         with em.for_regs(res.regs) as r:
             em.emit(f"{res.at(r)} = {base} + {out.at(r)};")
+
+
+def _bank_strides(em: FunctionEmitter, op: Op, src: Lowered, dst_lay: LinearLayout,
+                  elem_bytes: int) -> Optional[List[int]]:
+    """Padded strides for a conversion's buffer (scratch_padding.py) when they take fewer bank cycles and the padded
+    buffer fits where the kernel's threadgroup memory already reaches; None: row-major."""
+    shape = op.operands[0].type.shape
+    strides = conversion_strides(src.layout, dst_lay, shape, elem_bytes, src.ctype)
+    if strides == row_major_strides(shape):
+        return None
+    nbytes = scratch_bytes(shape, strides, elem_bytes)
+    return strides if nbytes <= em.ctx.scratch_room(op) and em.ctx.scratch_in_place(op, nbytes) else None
 
 
 def _pointer_base(em: FunctionEmitter, op: Op) -> str:
@@ -114,25 +130,33 @@ def tensor_scratch(em: FunctionEmitter, op: Op, ty: TensorType, hint: str) -> st
 
 
 def through_scratch(em: FunctionEmitter, op: Op, src: Lowered, read_index: Callable[[Lowered, str], str],
-                    out: Optional[Lowered] = None) -> Lowered:
+                    out: Optional[Lowered] = None, strides: Optional[List[int]] = None) -> Lowered:
     """Write `src` (`op`'s source, or its element indices) to threadgroup memory row-major; each result register
     `r` then reads the element at row-major index `read_index(result, r)`. The result registers are `op`'s
-    result unless `out` is given. A source larger than the room left at `op` moves in rounds, each through a
-    buffer of one slab of the source (row-major index in [c * size, (c + 1) * size)): every thread writes what it
-    holds of the slab and reads what it needs from it."""
+    result unless `out` is given. `strides`: where the elements go (row-major, or padded rows), which the result
+    then reads at too, in vector loads where it can, instead of through `read_index` (only for a buffer that fits
+    whole; when it does not, row-major strides move in rounds as without them). A source larger than the
+    room left at `op` moves in rounds, each through a buffer of one slab of the source (row-major index in
+    [c * size, (c + 1) * size)): every thread writes what it holds of the slab and reads what it needs from it."""
     src_ty: TensorType = op.operands[0].type
-    nbytes = src_ty.nbytes
     ctype = em.ctype(src_ty) if out is None else src.ctype  # element indices are long, as wide as pointers
+    nbytes = scratch_bytes(src_ty.shape, strides, 8 if out is not None else src_ty.element.nbytes) if strides \
+        else src_ty.nbytes
     chunks = 1
     while nbytes // chunks > em.ctx.scratch_room(op) and chunks < src_ty.numel:
         chunks *= 2
+    if strides and chunks > 1 and strides != row_major_strides(src_ty.shape):
+        raise em.internal(f"a padded conversion buffer of {nbytes} bytes does not fit in the room left")
     if chunks == 1:
         buf = em.scratch(op, [(ctype, nbytes)], "smem")[0]
-        store_registers(em, src, buf, row_major_strides(src_ty.shape))
+        store_registers(em, src, buf, strides or row_major_strides(src_ty.shape))
         em.barrier()
         out = out or em.declare(op.result)
-        with em.for_regs(out.regs) as r:
-            em.emit(f"{out.at(r)} = {em.tg_load(buf, read_index(out, r), out.ctype)};")
+        if strides:
+            load_registers(em, out, buf, strides)
+        else:
+            with em.for_regs(out.regs) as r:
+                em.emit(f"{out.at(r)} = {em.tg_load(buf, read_index(out, r), out.ctype)};")
         return out
     size = src_ty.numel // chunks
     buf = em.scratch(op, [(ctype, size * src_ty.element.nbytes)], "smem")[0]

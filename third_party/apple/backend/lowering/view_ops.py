@@ -30,8 +30,42 @@ def _expand_dims(em: FunctionEmitter, op: Op) -> None:
     relayout(em, op, lambda c: c[:axis] + c[axis + 1:], row_major_strides(op.result.type.shape))
 
 
+def _reorder_free(em: FunctionEmitter, op: Op) -> bool:
+    """Whether an `allow_reorder` reshape may hand its registers on as they are: its result is then the source's
+    elements in another order (what upstream's lowering does for every reshape). That holds when each layout holds
+    every element exactly once, in as many registers per thread. Only reductions may read such a result (Triton
+    reshapes a reduction's operands so for `axis=None`), and every operand of each of them must be one of these
+    reshapes from and to the same layouts: then all are permuted alike, and a tuple's elements stay together."""
+    if not op.attrs.get("allow_reorder"):
+        return False
+
+    def copy_free(lay: LinearLayout) -> bool:
+        return not (lay.free_reg_mask() or lay.free_lane_mask() or lay.free_warp_mask())
+
+    def layouts(o: Op):
+        return em.layout(o.operands[0].type), em.layout(o.result.type)
+
+    src_lay, dst_lay = layouts(op)
+    if not (copy_free(src_lay) and copy_free(dst_lay) and src_lay.num_regs == dst_lay.num_regs):
+        return False
+    users = em.ctx.users_of(op.result)
+    for user in users:
+        if user.name != "tt.reduce":
+            return False
+        for v in user.operands:
+            o = v.owner
+            if not (isinstance(o, Op) and o.name == "tt.reshape" and o.attrs.get("allow_reorder")
+                    and layouts(o) == (src_lay, dst_lay)):
+                return False
+    return bool(users)
+
+
 @FAMILY.lowers("tt.reshape")
 def _reshape(em: FunctionEmitter, op: Op) -> None:
+    src = em.get(op.operands[0])
+    if not src.uniform and _reorder_free(em, op):
+        em.bind(op.result, Lowered(src.name, em.ctype(op.result.type), src.regs, False, em.layout(op.result.type)))
+        return
     src_shape = op.operands[0].type.shape
     dst_shape = op.result.type.shape
     dst_strides = row_major_strides(dst_shape)

@@ -2066,6 +2066,7 @@ struct DevShadow { // one buffer group's copy
   uint64_t *wr = nullptr; // racecheck: per byte, its last writer (see dev_word); 0: none
   uint32_t *wr_pc = nullptr;
   uint8_t *rd_bits = nullptr, *wr_bits = nullptr; // profiler: bytes read / written
+  uint32_t *rd_tg = nullptr, *wr_tg = nullptr;     // profiler: per byte, 1 + the threadgroup that last read / wrote it
   size_t n = 0;
 };
 
@@ -2085,6 +2086,7 @@ struct ToolLaunch {
   uintptr_t lib_base = 0;
   bool dev_race = false;
   std::vector<DevShadow> dev;
+  std::unordered_map<uint32_t, tt_tool_conflict> tg_by_pc; // profiler: bank cycles per threadgroup instruction
   tt_tool_report rep;
 };
 
@@ -2167,6 +2169,8 @@ ToolLaunch *tools_take(Launch *L) {
     if (arm.tools & TT_TOOL_PROFILE) {
       ds.rd_bits = (uint8_t *)map_zeroed((n + 7) / 8);
       ds.wr_bits = (uint8_t *)map_zeroed((n + 7) / 8);
+      ds.rd_tg = (uint32_t *)map_zeroed(n * 4);
+      ds.wr_tg = (uint32_t *)map_zeroed(n * 4);
     }
     T->dev.push_back(ds);
   }
@@ -2193,7 +2197,20 @@ void tools_launch_end(Launch *L) {
     unmap(ds.wr_pc, ds.n * 4);
     unmap(ds.rd_bits, (ds.n + 7) / 8);
     unmap(ds.wr_bits, (ds.n + 7) / 8);
+    unmap(ds.rd_tg, ds.n * 4);
+    unmap(ds.wr_tg, ds.n * 4);
   }
+  std::vector<tt_tool_conflict> worst;
+  for (const auto &kv : T->tg_by_pc)
+    if (kv.second.cycles > kv.second.ideal)
+      worst.push_back(kv.second);
+  std::sort(worst.begin(), worst.end(), [](const tt_tool_conflict &a, const tt_tool_conflict &b) {
+    return a.cycles - a.ideal != b.cycles - b.ideal ? a.cycles - a.ideal > b.cycles - b.ideal
+                                                    : a.pc_offset < b.pc_offset;
+  });
+  T->rep.nconflicts = (uint32_t)std::min<size_t>(worst.size(), TT_TOOL_MAX_CONFLICT_LINES);
+  for (uint32_t i = 0; i < T->rep.nconflicts; i++)
+    T->rep.conflicts[i] = worst[i];
   if (T->arm.report)
     memcpy(T->arm.report, &T->rep, sizeof(T->rep));
   delete T;
@@ -2370,6 +2387,12 @@ void simd_flush(Worker *w, uint32_t s) {
         cycles = c;
     }
     uint32_t ideal = (nw + nb - 1) / nb;
+    uint32_t pc = (uint32_t)(kv.first >> 24);
+    tt_tool_conflict &line = tw->T->tg_by_pc[pc];
+    line.pc_offset = pc;
+    line.accesses++;
+    line.cycles += cycles;
+    line.ideal += ideal;
     p.tg_simd_accesses++;
     p.tg_wavefronts += cycles;
     p.tg_ideal += ideal;
@@ -2507,6 +2530,15 @@ void dev_access(Worker *w, DevShadow &ds, uintptr_t a, uint32_t n, bool write, u
     if (bits)
       for (uint32_t i = 0; i < n; i++)
         bits[(i0 + i) >> 3] |= (uint8_t)(1u << ((i0 + i) & 7));
+    // Distinct per threadgroup: threadgroups run one after another on the one host thread a profiled launch has,
+    // so a byte last stamped by another threadgroup is new to this one.
+    uint32_t *seen = write ? ds.wr_tg : ds.rd_tg, me = (uint32_t)tw->linear + 1;
+    if (seen)
+      for (uint32_t i = 0; i < n; i++)
+        if (seen[i0 + i] != me) {
+          seen[i0 + i] = me;
+          p.dev_tg_distinct++;
+        }
     simd_note(tw, t, pc, TT_SPACE_DEVICE, write, a, n);
   }
 }

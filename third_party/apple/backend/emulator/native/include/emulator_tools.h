@@ -22,8 +22,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TT_EMU_TOOLS_ABI_VERSION 1
+#define TT_EMU_TOOLS_ABI_VERSION 3
 #define TT_TOOL_MAX_HAZARDS 32
+#define TT_TOOL_MAX_CONFLICT_LINES 16 /* threadgroup instructions with bank conflicts a profile names */
 #define TT_TOOL_MAX_ARMED 16
 
 /* Tools of a launch (tt_emu_tools_arm's `tools`). */
@@ -113,7 +114,17 @@ typedef struct tt_tool_profile {
   /* synchronisation and arithmetic */
   uint64_t threadgroups, barriers, max_barriers, simd_barriers;
   uint64_t sgm_mma, fma;
+  /* device: per threadgroup, the distinct bytes it reads plus those it writes, summed over the threadgroups */
+  uint64_t dev_tg_distinct;
 } tt_tool_profile;
+
+/* One threadgroup-memory instruction that took more bank cycles than its bytes need. */
+typedef struct tt_tool_conflict {
+  uint64_t pc_offset; /* the instruction: offset in the kernel's library */
+  uint64_t accesses;  /* its SIMD-wide executions */
+  uint64_t cycles;    /* the bank cycles they took */
+  uint64_t ideal;     /* the fewest their bytes need */
+} tt_tool_conflict;
 
 typedef struct tt_tool_report {
   uint32_t abi;        /* TT_EMU_TOOLS_ABI_VERSION */
@@ -124,6 +135,9 @@ typedef struct tt_tool_report {
   uint64_t benign_waw; /* write-write pairs that stored the same bytes: not reported */
   tt_tool_hazard hazards[TT_TOOL_MAX_HAZARDS];
   tt_tool_profile profile;
+  uint32_t nconflicts; /* entries in conflicts[]: the instructions with the most cycles over the ideal, worst first */
+  uint32_t _pad2;
+  tt_tool_conflict conflicts[TT_TOOL_MAX_CONFLICT_LINES];
 } tt_tool_report;
 
 #pragma GCC visibility push(default)
