@@ -1,6 +1,8 @@
-"""Tensors in threadgroup memory: every buffer this backend writes holds its tensor row-major, so the
-element at coordinate c lives at index sum(c[d] * stride[d]). Used by layout conversions through memory,
-reductions and scans across simdgroups, dot operand staging, explicit shared buffers and atomics.
+"""Tensors in threadgroup memory: every buffer this backend writes holds its tensor row-major, its innermost rows
+possibly padded (analysis/padded_rows.py for dot operands, scratch_padding.py for conversions), so the element at
+coordinate c lives at index sum(c[d] * stride[d]). A thread's run of registers that are consecutive there moves as
+one vector access (`vector_run`). Used by layout conversions through memory, reductions and scans across
+simdgroups, dot operand staging, explicit shared buffers and atomics.
 
 The words for this memory, one rule for the backend's Python:
 - "shared" is the TTGIR level, as upstream says it: `ttg.local_alloc` buffers ("shared buffers"), `#ttg.*_shared`
