@@ -68,7 +68,7 @@ def library_instances() -> Dict[str, List[Tuple[Tuple[str, ...], str]]]:
     from: every simdgroup shuffle kind (target_info) of every MSL type a value can have (abi.scalars, software
     float64, a pointer), every vector access load_store_ops makes, every locked 64-bit kind."""
     from triton.backends.apple.abi.scalars import MSL_SCALARS
-    from triton.backends.apple.lowering import load_store_ops, msl_helpers, target_info
+    from triton.backends.apple.lowering import msl_helpers, target_info
     shuffle_types = [t for t in dict.fromkeys(list(MSL_SCALARS) + ["tt_double", "device float*"]) if t != "void"]
     shuffles = []
     for fn in target_info._SHUFFLES.values():
@@ -78,12 +78,12 @@ def library_instances() -> Dict[str, List[Tuple[Tuple[str, ...], str]]]:
             except ValueError:
                 continue  # a type no value of a kernel has
     vectors = []
-    for ct in sorted(load_store_ops._VECTOR_TYPES):
+    for ct in sorted(msl_helpers.VECTOR_TYPES):
         for w in (2, 3, 4, 8, 16):
-            if w > 4 and (ct not in load_store_ops._PACKED or w * load_store_ops._PACKED[ct] > 16):
+            if w > 4 and (ct not in msl_helpers.PACKED or w * msl_helpers.PACKED[ct] > 16):
                 continue
             vectors += [((), text) for _, _, text in
-                        msl_helpers.vector_register_helpers(ct, w, load_store_ops._access_type(ct, w))]
+                        msl_helpers.vector_register_helpers(ct, w, msl_helpers.vector_access_type(ct, w))]
     locked = [(msl_helpers.locked_atomic64_requires(k), msl_helpers.locked_atomic64_helper(k)[2])
               for k in msl_helpers._LOCKED64_UPDATE]
     return {"shuffle.metal": shuffles, "vector_registers.metal": vectors, "atomics64_locked.metal": locked}
