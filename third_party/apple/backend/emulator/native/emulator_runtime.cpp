@@ -313,6 +313,11 @@ struct Worker {
   uint32_t tgpos[3] = {0, 0, 0};
   tt_thread_info ti_proto;
   uint32_t next_unstarted = 0, n_done = 0, n_barrier = 0;
+  // A range of threads that the kernel's entry point runs one after the other by itself (see fiber_main): its
+  // first thread, UINT32_MAX when none runs; the threads before w->cur_thread have returned but are not yet
+  // counted (settle_range). range_stop tells the entry point to return after the current thread.
+  uint32_t range_lo = UINT32_MAX;
+  volatile uint32_t range_stop = 0;
   uint32_t rq_head = 0, rq_count = 0;
   uint16_t rq[TT_EMU_MAX_THREADS];
   uint16_t order[TT_EMU_MAX_THREADS]; // start / release order of the threads (TT_SCHED_*)
@@ -608,6 +613,38 @@ inline void set_thread_ids(tt_thread_info *ti, uint32_t t, bool one_d) {
   ti->sg = t / TT_EMU_SIMD_WIDTH;
 }
 
+// Threads [lo, hi) of a range (see fiber_main) have returned: what thread_finished does for each, less what
+// cannot apply to them. A range starts only when every other started thread has returned, no simdgroup_matrix
+// op is outstanding and no tool runs, and ends at the first runtime hook that needs the threadgroup's state,
+// so no thread waits at a barrier or collective and no lane skipped an op while these ran.
+void settle_returned(Worker *w, uint32_t lo, uint32_t hi) {
+  if (lo >= hi)
+    return;
+  memset(w->state + lo, T_DONE, hi - lo);
+  w->n_done += hi - lo;
+  for (uint32_t s = lo / TT_EMU_SIMD_WIDTH; s * TT_EMU_SIMD_WIDTH < hi; s++) {
+    uint32_t a = std::max(lo, s * TT_EMU_SIMD_WIDTH) - s * TT_EMU_SIMD_WIDTH;
+    uint32_t b = std::min(hi, (s + 1) * TT_EMU_SIMD_WIDTH) - s * TT_EMU_SIMD_WIDTH;
+    uint32_t bits = (uint32_t)((((uint64_t)1 << b) - 1) & ~(((uint64_t)1 << a) - 1));
+    w->sg[s].done |= bits;
+    w->sgm[s].done |= bits;
+  }
+}
+
+// Ends the running range, if any, at the current thread: the threads before it have returned, it runs on
+// with the usual bookkeeping (the entry point returns after it) and the threads after it start as usual.
+// Called by every hook that reads or changes the threadgroup's thread states, and before they are described.
+inline void settle_range(Worker *w) {
+  if (__builtin_expect(w->range_lo == UINT32_MAX, 1))
+    return;
+  uint32_t lo = w->range_lo, t = w->cur_thread;
+  w->range_lo = UINT32_MAX;
+  w->range_stop = 1;
+  settle_returned(w, lo, t);
+  w->state[t] = T_RUNNING;
+  w->next_unstarted = t + 1; // ranges run in TT_SCHED_FORWARD order only: order[i] == i
+}
+
 // The current fiber blocks: run something else. Returns when this thread is resumed.
 void schedule_away(Worker *w) {
   Fiber *f = w->cur_fiber;
@@ -656,6 +693,7 @@ struct SiteKey {
 
 // Describe where the threads of the threadgroup are; used for divergence, deadlock and cancellation.
 void describe_waiters(Worker *w, Msg &m, uint8_t only_state, int only_simdgroup) {
+  settle_range(w);
   std::map<SiteKey, std::vector<uint32_t>> sites;
   std::vector<uint32_t> done, other, unstarted;
   for (uint32_t t = 0; t < w->N; t++) {
@@ -865,6 +903,14 @@ void thread_finished(Worker *w, uint32_t t) {
     tools_thread_done(w, t);
 }
 
+// No simdgroup_matrix op is issued and not yet complete.
+inline bool sgm_idle(const Worker *w) {
+  for (uint32_t s = 0; s < w->nsg; s++)
+    if (w->sgm[s].issued != w->sgm[s].completed)
+      return false;
+  return true;
+}
+
 void fiber_main(void *arg) {
   Fiber *f = (Fiber *)arg;
   Worker *w = tl_worker;
@@ -875,6 +921,7 @@ void fiber_main(void *arg) {
   const bool one_d = ti.tptg[0] == w->N;
   const tt_entry_fn entry = w->L->d->entry;
   void *const *slots = w->L->slots;
+  const bool range_ok = one_d && w->L->d->schedule == TT_SCHED_FORWARD && !w->tw;
   w->cur_fiber = f;
   for (uint32_t t = f->thread;;) {
     w->cur_thread = t;
@@ -895,10 +942,26 @@ void fiber_main(void *arg) {
         tools_thread_start(w, f, below, n);
       }
     }
+    // With no other thread started and alive, the entry point runs this thread and the ones after it itself
+    // (a range) until one reaches a hook that needs the others' states (settle_range): a threadgroup whose
+    // threads never synchronise costs no bookkeeping per thread.
+    uint32_t end = t + 1;
+    if (range_ok && w->n_done + 1 == w->next_unstarted && end < w->N && sgm_idle(w)) {
+      w->range_lo = t;
+      w->range_stop = 0;
+      end = w->N;
+    }
     w->in_kernel = 1;
-    entry(slots, &ti);
+    uint32_t next = entry(slots, &ti, end, &w->cur_thread, &w->range_stop);
     w->in_kernel = 0;
-    thread_finished(w, t);
+    if (end == t + 1 || w->range_lo == UINT32_MAX) { // one thread, or a range ended early at thread next - 1
+      t = next - 1;
+      thread_finished(w, t);
+    } else {
+      w->range_lo = UINT32_MAX;
+      settle_returned(w, t, next);
+      w->next_unstarted = next;
+    }
     if (w->rq_count) {
       release_fiber(w, f);
       uint32_t n = rq_pop(w);
@@ -937,6 +1000,7 @@ bool run_threadgroup(Worker *w, uint64_t linear) {
   w->next_unstarted = 0;
   w->n_done = 0;
   w->n_barrier = 0;
+  w->range_lo = UINT32_MAX;
   w->rq_head = w->rq_count = 0;
   for (uint32_t s = 0; s < w->nsg; s++) {
     SimdGroupSt &g = w->sg[s];
@@ -2751,6 +2815,7 @@ TT_EXPORT void __tt_barrier(uint32_t flags, uint32_t line, uint32_t col) {
   (void)flags;
   Worker *w = tl_worker;
   HookScope scope(w);
+  settle_range(w);
   check_cancel(w);
   if (w->tw) {
     tools_flush(w);
@@ -2781,6 +2846,7 @@ TT_EXPORT tt_simd_xchg *__tt_simd(const char *op, const void *val, uint32_t size
                                   uint32_t col, uint32_t *lane_out) {
   Worker *w = tl_worker;
   HookScope scope(w);
+  settle_range(w);
   check_cancel(w);
   if (w->tw)
     tools_flush(w);
@@ -2815,6 +2881,7 @@ TT_EXPORT tt_simd_xchg *__tt_simd(const char *op, const void *val, uint32_t size
 
 TT_EXPORT tt_sgm_state *__tt_sgm_enter(uint32_t *lane) {
   Worker *w = tl_worker;
+  settle_range(w);
   uint32_t t = w->cur_thread;
   *lane = t % TT_EMU_SIMD_WIDTH;
   return &w->sgm[t / TT_EMU_SIMD_WIDTH];
