@@ -9,6 +9,9 @@
 * ``shuffle``: ``simd_shuffle_xor`` of a float, simdgroup-wide operations per second (and ns per lane);
 * ``sum``: ``simd_sum`` of a float, per second;
 * ``barrier``: ``threadgroup_barrier`` of 256 threads, per second (ns per thread);
+* ``threads``: ns per emulated thread of a kernel without barriers or SIMD-group functions in threadgroups of
+  1,024 threads (every thread loads one float, thread 0 stores it doubled: the shape of upstream test_core's
+  ``test_load_store_same_ptr``, 65,536 such threadgroups per launch): what the runtime costs per thread;
 * ``launch``: ms per launch of an empty kernel with five 4-byte tensors, five 4 MB tensors, and five 4 MB
   tensors of which the kernel touches one element each (what a real small kernel on big tensors pays);
 * ``fiber``: ns per switch between two fibers (one direction), the runtime's own measuring hook
@@ -112,6 +115,15 @@ kernel void bench_barrier(device float* out [[buffer(0)]], constant uint& iters 
 }
 """
 
+THREADS = PRELUDE + """
+kernel void bench_threads(device float* x [[buffer(0)]], uint3 tg [[threadgroup_position_in_grid]],
+                          uint tid [[thread_index_in_threadgroup]]) {
+    float v = x[tg.x];
+    if (tid == 0)
+        x[tg.x] = v * 2.0f;
+}
+"""
+
 EMPTY5 = PRELUDE + """
 kernel void bench_empty5(device float* t0 [[buffer(0)]], device float* t1 [[buffer(1)]],
                          device float* t2 [[buffer(2)]], device float* t3 [[buffer(3)]],
@@ -131,7 +143,7 @@ kernel void bench_touch5(device float* t0 [[buffer(0)]], device const float* t1 
 """
 
 KERNELS = {"bench_mma": MMA, "bench_load": LOAD, "bench_shuffle": SHUFFLE, "bench_sum": SUM,
-           "bench_barrier": BARRIER, "bench_empty5": EMPTY5, "bench_touch5": TOUCH5}
+           "bench_barrier": BARRIER, "bench_threads": THREADS, "bench_empty5": EMPTY5, "bench_touch5": TOUCH5}
 
 
 def _best(fn, repeat):
@@ -189,6 +201,13 @@ def run(only, repeat):
         t = _best(lambda: k.launch((grid, 1, 1), (nt, 1, 1), {0: out, 1: Scalar(iters, "uint")}, host_threads=1),
                   repeat)
         res["barrier"] = dict(per_s=grid * iters / t, ns_per_thread=t / (grid * iters * nt) * 1e9, seconds=t)
+    if want("threads"):
+        k = compile_msl(THREADS, "bench_threads")
+        grid, nt = 4096, 1024
+        x = torch.ones(grid)
+        t = _best(lambda: k.launch((grid, 1, 1), (nt, 1, 1), {0: x}, host_threads=1), repeat)
+        assert torch.all(x == 2.0 ** (repeat + 1)), "bench_threads: wrong result"
+        res["threads"] = dict(ns_per_thread=t / (grid * nt) * 1e9, seconds=t)
     if want("fiber"):
         from triton.backends.apple import emulator
         switch = getattr(emulator, "bench_fiber_switch", None)
@@ -285,7 +304,7 @@ def _fmt(key, field, v):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only", default="", help="comma-separated: mma,load,shuffle,sum,barrier,fiber,launch,compile")
+    ap.add_argument("--only", default="", help="comma-separated: mma,load,shuffle,sum,barrier,threads,fiber,launch,compile")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--json", default="")
     ap.add_argument("--baseline", default="", help="git revision to compare with (same run, subprocess)")

@@ -14,7 +14,7 @@ from .. import knobs
 from . import build
 from .errors import EmulatorError
 
-ABI_VERSION = 7  # TT_EMU_ABI_VERSION in emulator_runtime.h
+ABI_VERSION = 8  # TT_EMU_ABI_VERSION in emulator_runtime.h
 
 TT_BUF_READONLY = 1
 TT_BUF_SCALAR = 2

@@ -32,6 +32,7 @@ _KEYWORD_ATTRS = {
     "arith.cmpi": ("predicate", ), "arith.cmpf": ("predicate", ), "tt.get_program_id": ("axis", ),
     "tt.get_num_programs": ("axis", ), "tt.atomic_rmw": ("atomic_rmw_op", "sem", "scope"),
     "tt.atomic_cas": ("sem", "scope"), "tt.atomic_poll": ("sem", "scope"), "ttg.barrier": ("address_space", ),
+    "ttg.local_atomic_scatter_rmw": ("atomic_rmw_op", ),
 }
 # String literals an op's custom assembly prints: the attribute each one is.
 # tt.elementwise_inline_asm's assembly is read so that the lowering can refuse the op by name (PTX cannot run on Metal)
@@ -197,6 +198,27 @@ def parse_attr_dict(s: str, aliases: Dict[str, str]) -> Dict[str, object]:
     return out
 
 
+def _row_major_placement(kind: str, params: Dict[str, object], order: Tuple[int, ...]) -> bool:
+    """Whether upstream places the elements of a buffer of shared encoding `kind`/`params` row-major: a swizzled
+    layout that does not swizzle (maxPhase 1) with the last dimension fastest, or a linear one whose offset bases
+    are the row-major unit steps. Other kinds (padded, NVIDIA's) and anything else: False."""
+    if kind == "swizzled_shared":
+        return int(params.get("maxPhase", 1)) == 1 and list(order) == sorted(order, reverse=True)
+    if kind == "shared_linear":
+        bases = [list(b) for b in params.get("offset", [])]
+        if not bases or params.get("block"):
+            return False
+        shape = [1] * len(bases[0])  # the extent of each dimension, grown one offset bit at a time
+        for b in bases:
+            d = len(b) - 1 - next((i for i, x in enumerate(reversed(b)) if x), len(b))
+            if d < 0 or any(x for i, x in enumerate(b) if i != d) or b[d] != shape[d] or any(
+                    shape[i] > 1 for i in range(d)):
+                return False
+            shape[d] *= 2
+        return True
+    return False
+
+
 def _encoding_params(body: str) -> Dict[str, object]:
     """The parameters of an encoding's body: an attribute dictionary `{k = v, ...}`, optionally followed by
     `, key = value` pairs outside it (`#ttg.shared_linear<{offset = [...]}, alignment = 16>`)."""
@@ -257,7 +279,7 @@ class TypeParser:
             # `#ttg.shared_linear<{offset = [[..]], block = [..]}, alignment = 16>`: which offset holds each element;
             # the lowering keeps its own (row-major) placement of every shared buffer, as for the other kinds
             order = tuple(params.get("order", ()))
-            return SharedEncoding(kind, body, order)
+            return SharedEncoding(kind, body, order, _row_major_placement(kind, params, order))
         return OpaqueEncoding(text)
 
     def parse(self, s: str) -> Type:

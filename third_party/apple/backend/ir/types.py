@@ -155,10 +155,14 @@ class DotOperandEncoding(Encoding):
 
 @dataclass(frozen=True)
 class SharedEncoding(Encoding):
-    """`#ttg.swizzled_shared` and friends: only the order matters to our row-major shared buffers."""
+    """`#ttg.swizzled_shared` and friends: only the order matters to our row-major shared buffers.
+    `row_major`: whether upstream places the buffer's elements row-major too (no swizzle, no padding, the last
+    dimension fastest), i.e. whether its bytes are the bytes of our placement; a reinterpretation of the buffer
+    (`ttg.memdesc_reinterpret`) reads the same bytes only then."""
     kind: str
     params: str
     order: Tuple[int, ...]
+    row_major: bool = False
 
     def text(self) -> str:
         return f"#ttg.{self.kind}<{self.params}>"

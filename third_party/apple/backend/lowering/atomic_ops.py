@@ -13,9 +13,9 @@ forever on NaN).
 """
 from __future__ import annotations
 
-from typing import List
+from typing import List, Optional
 
-from ..ir import Op
+from ..ir import Op, Value
 from ..ir.types import ScalarType
 from .emitter import FunctionEmitter, Lowered, elem_type, is_tensor
 from .registry import OpFamily
@@ -121,12 +121,14 @@ def _wide_atomic(em: FunctionEmitter, op: Op, kind: str):
     return call, True
 
 
-def _emit_per_owned_element(em: FunctionEmitter, op: Op, body) -> List[Lowered]:
-    """Run `body(r, results)` for each element this thread owns; returns the result values, shared with
-    every thread that holds the element when the layout replicates it."""
+def per_owned_element(em: FunctionEmitter, op: Op, body, like: Optional[Value] = None) -> List[Lowered]:
+    """Run `body(r, results)` for each element this thread owns, of the tensor `like` (default: the op's first
+    operand); returns the result values, shared with every thread that holds the element when the layout
+    replicates it."""
     res = op.results[0] if op.results else None
-    tensor = is_tensor(op.operands[0])
-    lay = em.layout(op.operands[0].type) if tensor else None
+    like = op.operands[0] if like is None else like
+    tensor = is_tensor(like)
+    lay = em.layout(like.type) if tensor else None
     out = em.declare(res) if res is not None else None
     R = lay.num_regs if lay else 1
     with em.owned_regs(lay) as r:
@@ -188,7 +190,7 @@ def _atomic_rmw(em: FunctionEmitter, op: Op) -> None:
                 em.emit(f"{out.at(r)} = {out.ctype}(0);")
             em.close()
 
-    _emit_per_owned_element(em, op, body)
+    per_owned_element(em, op, body)
     if sem in ("acquire", "acq_rel"):
         _fence(em, op)
 
@@ -224,7 +226,7 @@ def _atomic_cas(em: FunctionEmitter, op: Op) -> None:
         em.close()
         em.emit(f"{out.at(r)} = {'as_type<float>(' + exp + ')' if bits else exp};")
 
-    _emit_per_owned_element(em, op, body)
+    per_owned_element(em, op, body)
     if sem in ("acquire", "acq_rel"):
         _fence(em, op)
 
@@ -274,7 +276,7 @@ def _atomic_poll(em: FunctionEmitter, op: Op) -> None:
         return f"{current} != as_type<ulong>({expected.at(r)})"
 
     if once:
-        _emit_per_owned_element(em, op, lambda r, out: em.emit(f"{out.at(r)} = !({differs(r)});"))
+        per_owned_element(em, op, lambda r, out: em.emit(f"{out.at(r)} = !({differs(r)});"))
     else:
         with em.owned_regs(em.layout(op.operands[0].type)) as r:
             em.open(f"while ({differs(r)})")

@@ -293,6 +293,14 @@ class FunctionEmitter:
         self.emit(f"{ptr} {name} = {view} + ({elements});" if elements != "0" else f"{ptr} {name} = {view};")
         return name
 
+    def tg_cast_view(self, view: str, ctype: str, hint: str) -> str:
+        """Declare a pointer `name` to elements of MSL type `ctype` at the address of `view` (a `tg_view` of any type:
+        the same bytes read as another type)."""
+        name = self.temp(hint)
+        ptr = self.target.threadgroup_pointer(_STORED_AS.get(ctype, ctype))
+        self.emit(f"{ptr} {name} = ({ptr}){view};")
+        return name
+
     @staticmethod
     def tg_store(view: str, index: str, value: str, ctype: str) -> str:
         """The statement writing `value` (of MSL type `ctype`) at `view[index]` of a `tg_view`."""

@@ -1,6 +1,7 @@
-"""Lowering of explicit threadgroup-memory buffers: `ttg.local_alloc/load/store/dealloc` and the views of them
-`ttg.memdesc_subslice`, `ttg.memdesc_index`, `ttg.memdesc_trans` and `ttg.memdesc_reshape` (upstream's
-MemoryOpToLLVM and the memdesc view ops).
+"""Lowering of explicit threadgroup-memory buffers: `ttg.local_alloc/load/store/dealloc`, their gathers and
+scatters along an axis (`ttg.local_gather`, `ttg.local_scatter`, `ttg.local_atomic_scatter_rmw`), and the views of
+them `ttg.memdesc_subslice`, `ttg.memdesc_index`, `ttg.memdesc_trans`, `ttg.memdesc_reshape` and
+`ttg.memdesc_reinterpret` (upstream's MemoryOpToLLVM and the memdesc view ops).
 
 A `!ttg.memdesc` lowers to a `threadgroup T*` at the offset `passes/allocate_shared_memory.py` left it
 (upstream's, or placed again after our passes; buffers of hand-written TTGIR compiled from a `.ttgir` file,
@@ -14,6 +15,14 @@ row-major strides of its own shape): a subslice moves the pointer by its offsets
 an index drops the first dimension, a transposition permutes the strides. Views address elements by their
 logical coordinates, so every encoding (swizzled, padded, `#ttg.shared_linear`, NVIDIA's) has the same placement
 here.
+
+A gather reads, for each element of its indices tensor, the buffer element at the same coordinates except along
+the axis, where the index says; a scatter writes each element of its values there, once (by the thread that owns
+it); an atomic scatter applies its operation there with threadgroup atomics (32-bit integers natively, float32 add
+and exchange on the float's bits, float16/bfloat16 add on the containing 32-bit word) and returns the old values
+(0 where the mask is off, as `tt.atomic_rmw` does). Their operands are read in the order the op prints them:
+`%buf[%indices], %values, %mask`. A reinterpretation reads the same bytes as another element type or shape, which
+are the bytes of upstream's placement only when both placements are row-major (`SharedEncoding.row_major`).
 """
 from __future__ import annotations
 
@@ -21,10 +30,11 @@ from typing import List, Sequence
 
 from ..analysis.padded_rows import PAD_ATTR, buffer_bytes, padded_strides
 from ..ir import Op, Value
-from ..ir.types import MemDescType
-from .emitter import FunctionEmitter, Lowered
+from ..ir.types import MemDescType, SharedEncoding
+from .atomic_ops import per_owned_element
+from .emitter import FunctionEmitter, Lowered, elem_type
 from .registry import OpFamily
-from .shared_memory import load_registers, row_major_strides, store_registers
+from .shared_memory import index_expr, load_registers, row_major_strides, store_registers
 
 FAMILY = OpFamily("local_memory")
 
@@ -118,3 +128,108 @@ def _memdesc_reshape(em: FunctionEmitter, op: Op) -> None:
         raise em.unsupported("ttg.memdesc_reshape of a transposed or sliced view of a shared buffer is not supported: "
                              "reshape the buffer itself, or load the view and reshape the tensor")
     _view(em, op, "0", row_major_strides(op.result.type.shape))
+
+
+@FAMILY.lowers("ttg.memdesc_reinterpret")
+def _memdesc_reinterpret(em: FunctionEmitter, op: Op) -> None:
+    """The buffer's bytes as another element type and shape (`shared_memory_descriptor.reinterpret`)."""
+    src_v = op.operands[0]
+    src_ty, dst_ty = src_v.type, op.result.type
+    if _strides(em, src_v) != row_major_strides(src_ty.shape):
+        raise em.unsupported("ttg.memdesc_reinterpret of a sliced, transposed or padded view of a shared buffer is not "
+                             "supported: reinterpret the buffer itself")
+    for ty in (src_ty, dst_ty):
+        if not (isinstance(ty.encoding, SharedEncoding) and ty.encoding.row_major):
+            raise em.unsupported(f"ttg.memdesc_reinterpret of a shared buffer with layout {ty.encoding} is not "
+                                 "supported: this backend keeps every shared buffer row-major, which are upstream's "
+                                 "bytes only for unswizzled, unpadded row-major layouts (SwizzledSharedLayout with "
+                                 "max_phase=1 and order [rank-1, ..., 0], or the matching SharedLinearLayout)")
+    if dst_ty.numel * dst_ty.element.nbytes > src_ty.numel * src_ty.element.nbytes:
+        raise em.unsupported(f"ttg.memdesc_reinterpret to {dst_ty} is larger than its source {src_ty}")
+    ct = em.ctype(dst_ty.element)
+    em.bind(op.result, Lowered(em.tg_cast_view(em.get(src_v).name, ct, op.result.name), ct))
+
+
+def _along_axis(em: FunctionEmitter, lay, r: str, strides: Sequence[int], axis: int, index: str) -> str:
+    """The buffer index of this thread's element in register `r` of layout `lay`, with its coordinate along `axis`
+    replaced by `index` (an MSL expression)."""
+    rest = index_expr(em, lay, r, [0 if d == axis else s for d, s in enumerate(strides)])
+    along = f"int({index})" if strides[axis] == 1 else f"int({index}) * {strides[axis]}"
+    return along if rest == "0" else f"{rest} + {along}"
+
+
+def _same_layouts(em: FunctionEmitter, op: Op, values: Sequence[Value]) -> None:
+    lays = {em.layout(v.type) for v in values}
+    if len(lays) != 1:  # the frontend broadcasts indices, values and mask to one type
+        raise em.internal(f"{op.name}: indices, values and mask in different layouts")
+
+
+@FAMILY.lowers("ttg.local_gather")
+def _local_gather(em: FunctionEmitter, op: Op) -> None:
+    buf_v, idx_v = op.operands
+    strides, axis = _strides(em, buf_v), int(op.attrs["axis"])
+    buf, idx = em.get(buf_v), em.get(idx_v)
+    out = em.declare(op.result)
+    with em.for_regs(out.regs) as r:
+        at = _along_axis(em, out.layout, r, strides, axis, idx.at(r))
+        em.emit(f"{out.at(r)} = {em.tg_load(buf.name, at, out.ctype)};")
+
+
+@FAMILY.lowers("ttg.local_scatter")
+def _local_scatter(em: FunctionEmitter, op: Op) -> None:
+    buf_v, idx_v, val_v = op.operands
+    _same_layouts(em, op, (idx_v, val_v))
+    strides, axis = _strides(em, buf_v), int(op.attrs["axis"])
+    buf, idx, val = em.get(buf_v), em.get(idx_v), em.get(val_v)
+    em.barrier()
+    with em.owned_regs(val.layout) as r:
+        em.emit(em.tg_store(buf.name, _along_axis(em, val.layout, r, strides, axis, idx.at(r)), val.at(r), val.ctype))
+    em.barrier()
+
+
+def _threadgroup_atomic(em: FunctionEmitter, kind: str, ty, element: str, value: str) -> str:
+    """The MSL expression of atomic `kind` of `value` on the threadgroup element `element` (an lvalue), whose value
+    is the element's old value."""
+    t = em.target
+    if ty.name == "i32" and t.has_atomic_rmw(kind) and kind != "fadd":
+        vt = "uint" if kind in ("umax", "umin") else "int"
+        return f"int({t.atomic_rmw(kind, f'(threadgroup {t.atomic_type(vt)}*)&{element}', f'{vt}({value})')})"
+    if ty.name == "f32" and kind == "fadd":
+        return f"{em.ctx.require('tt_tg_atomic_fadd32')}((threadgroup atomic_uint*)&{element}, {value})"
+    if ty.name == "f32" and kind in ("exch", "xchg"):
+        old = t.atomic_rmw(kind, f"(threadgroup {t.atomic_type('uint')}*)&{element}", f"as_type<uint>({value})")
+        return f"as_type<float>({old})"
+    if ty.name in ("f16", "bf16") and kind == "fadd":
+        em.ctx.require("tt_tg_atomic_add16")
+        return f"tt_tg_atomic_add16(tt_smem, ulong((threadgroup uchar*)&{element} - tt_smem), {value})"
+    raise em.unsupported(f"atomic scatter {kind} on {ty.name} in shared memory is not supported: Metal's threadgroup "
+                         "atomics are 32-bit integer ones (float32 add and exchange, and float16/bfloat16 add, are "
+                         "built from them)")
+
+
+@FAMILY.lowers("ttg.local_atomic_scatter_rmw")
+def _local_atomic_scatter_rmw(em: FunctionEmitter, op: Op) -> None:
+    buf_v, idx_v, val_v = op.operands[:3]
+    mask_v = op.operands[3] if len(op.operands) > 3 else None
+    _same_layouts(em, op, [v for v in (idx_v, val_v, mask_v) if v is not None])
+    kind, ty = str(op.attrs["atomic_rmw_op"]), elem_type(val_v)
+    strides, axis = _strides(em, buf_v), int(op.attrs["axis"])
+    buf, idx, val = em.get(buf_v), em.get(idx_v), em.get(val_v)
+    mask = em.get(mask_v) if mask_v is not None else None
+    em.ctx.uses_smem = True  # tt_smem: the 16-bit form finds the element's word from its byte offset in it
+
+    def body(r, out):
+        element = f"{buf.name}[{_along_axis(em, val.layout, r, strides, axis, idx.at(r))}]"
+        call = _threadgroup_atomic(em, kind, ty, element, val.at(r))
+        if mask is not None:
+            em.open(f"if ({mask.at(r)})")
+        em.emit(f"{out.at(r)} = {call};" if out is not None else f"{call};")
+        if mask is not None:
+            if out is not None:
+                em.else_()
+                em.emit(f"{out.at(r)} = {out.ctype}(0);")
+            em.close()
+
+    em.barrier()
+    per_owned_element(em, op, body, like=val_v)
+    em.barrier()

@@ -249,11 +249,11 @@ struct Fiber {
   uintptr_t tfill = 0, ttop = 0, tlow = 0;
 };
 
-// Where a thread is: its state and, while it waits at a barrier or a SIMD-group function, the call site
-// (op name, MSL line and column) and, for SIMD-group functions, the size of the value it deposited.
+// Where a blocked thread is: its fiber and the call site it waits at (op name, MSL line and column) and, for
+// SIMD-group functions, the size of the value it deposited. Written when it blocks; its state (T_*) is kept
+// apart (Worker::state), the one byte every thread writes.
 struct ThreadSt {
   Fiber *fiber;
-  uint8_t state;
   uint16_t size;
   uint32_t line, col;
   const char *what;
@@ -313,10 +313,16 @@ struct Worker {
   uint32_t tgpos[3] = {0, 0, 0};
   tt_thread_info ti_proto;
   uint32_t next_unstarted = 0, n_done = 0, n_barrier = 0;
+  // A range of threads that the kernel's entry point runs one after the other by itself (see fiber_main): its
+  // first thread, UINT32_MAX when none runs; the threads before w->cur_thread have returned but are not yet
+  // counted (settle_range). range_stop tells the entry point to return after the current thread.
+  uint32_t range_lo = UINT32_MAX;
+  volatile uint32_t range_stop = 0;
   uint32_t rq_head = 0, rq_count = 0;
   uint16_t rq[TT_EMU_MAX_THREADS];
   uint16_t order[TT_EMU_MAX_THREADS]; // start / release order of the threads (TT_SCHED_*)
   ThreadSt th[TT_EMU_MAX_THREADS];
+  uint8_t state[TT_EMU_MAX_THREADS]; // T_* of each thread: 1 KB, where ThreadSt's 32 KB would leave L1 per threadgroup
   SimdGroupSt sg[TT_EMU_MAX_THREADS / TT_EMU_SIMD_WIDTH];
   // simdgroup_matrix op streams and every record allocated for each simdgroup (reused by later threadgroups)
   tt_sgm_state sgm[TT_EMU_MAX_THREADS / TT_EMU_SIMD_WIDTH];
@@ -591,12 +597,13 @@ inline uint32_t rq_pop(Worker *w) {
   return t;
 }
 
-void fill_ti(Worker *w, uint32_t t, tt_thread_info *ti) {
-  *ti = w->ti_proto;
-  uint32_t tx = ti->tptg[0], ty = ti->tptg[1];
-  if (tx == w->N) { // 1-D threadgroup: no divisions
+// The thread's own builtins in `ti`, whose launch and threadgroup fields a fiber copies from ti_proto once
+// when it starts (a fiber starts afresh in every threadgroup): per thread only these change.
+inline void set_thread_ids(tt_thread_info *ti, uint32_t t, bool one_d) {
+  if (one_d) { // 1-D threadgroup: no divisions
     ti->tpos[0] = t;
   } else {
+    uint32_t tx = ti->tptg[0], ty = ti->tptg[1];
     ti->tpos[0] = t % tx;
     ti->tpos[1] = (t / tx) % ty;
     ti->tpos[2] = t / (tx * ty);
@@ -606,10 +613,43 @@ void fill_ti(Worker *w, uint32_t t, tt_thread_info *ti) {
   ti->sg = t / TT_EMU_SIMD_WIDTH;
 }
 
+// Threads [lo, hi) of a range (see fiber_main) have returned: what thread_finished does for each, less what
+// cannot apply to them. A range starts only when every other started thread has returned, no simdgroup_matrix
+// op is outstanding and no tool runs, and ends at the first runtime hook that needs the threadgroup's state,
+// so no thread waits at a barrier or collective and no lane skipped an op while these ran.
+void settle_returned(Worker *w, uint32_t lo, uint32_t hi) {
+  if (lo >= hi)
+    return;
+  memset(w->state + lo, T_DONE, hi - lo);
+  w->n_done += hi - lo;
+  for (uint32_t s = lo / TT_EMU_SIMD_WIDTH; s * TT_EMU_SIMD_WIDTH < hi; s++) {
+    uint32_t a = std::max(lo, s * TT_EMU_SIMD_WIDTH) - s * TT_EMU_SIMD_WIDTH;
+    uint32_t b = std::min(hi, (s + 1) * TT_EMU_SIMD_WIDTH) - s * TT_EMU_SIMD_WIDTH;
+    uint32_t bits = (uint32_t)((((uint64_t)1 << b) - 1) & ~(((uint64_t)1 << a) - 1));
+    w->sg[s].done |= bits;
+    w->sgm[s].done |= bits;
+  }
+}
+
+// Ends the running range, if any, at the current thread: the threads before it have returned, it runs on
+// with the usual bookkeeping (the entry point returns after it) and the threads after it start as usual.
+// Called by every hook that reads or changes the threadgroup's thread states, and before they are described.
+inline void settle_range(Worker *w) {
+  if (__builtin_expect(w->range_lo == UINT32_MAX, 1))
+    return;
+  uint32_t lo = w->range_lo, t = w->cur_thread;
+  w->range_lo = UINT32_MAX;
+  w->range_stop = 1;
+  settle_returned(w, lo, t);
+  w->state[t] = T_RUNNING;
+  w->next_unstarted = t + 1; // ranges run in TT_SCHED_FORWARD order only: order[i] == i
+}
+
 // The current fiber blocks: run something else. Returns when this thread is resumed.
 void schedule_away(Worker *w) {
   Fiber *f = w->cur_fiber;
   uint32_t t = w->cur_thread;
+  w->th[t].fiber = f; // where it resumes
   if (w->rq_count) {
     uint32_t n = rq_pop(w);
     ctx_switch(&f->ctx, &w->th[n].fiber->ctx);
@@ -621,7 +661,7 @@ void schedule_away(Worker *w) {
   }
   w->cur_fiber = f;
   w->cur_thread = t;
-  w->th[t].state = T_RUNNING;
+  w->state[t] = T_RUNNING;
 }
 
 void append_ranges(Msg &m, const std::vector<uint32_t> &ids) {
@@ -653,21 +693,22 @@ struct SiteKey {
 
 // Describe where the threads of the threadgroup are; used for divergence, deadlock and cancellation.
 void describe_waiters(Worker *w, Msg &m, uint8_t only_state, int only_simdgroup) {
+  settle_range(w);
   std::map<SiteKey, std::vector<uint32_t>> sites;
   std::vector<uint32_t> done, other, unstarted;
   for (uint32_t t = 0; t < w->N; t++) {
     if (only_simdgroup >= 0 && t / TT_EMU_SIMD_WIDTH != (uint32_t)only_simdgroup)
       continue;
     const ThreadSt &ts = w->th[t];
-    if (ts.state == T_DONE) {
+    const uint8_t state = w->state[t];
+    if (state == T_DONE) {
       done.push_back(t);
-    } else if (ts.state == T_UNSTARTED) {
+    } else if (state == T_UNSTARTED) {
       unstarted.push_back(t);
-    } else if ((ts.state == T_BARRIER || ts.state == T_SIMD || ts.state == T_SGM) &&
-               (!only_state || ts.state == only_state)) {
+    } else if ((state == T_BARRIER || state == T_SIMD || state == T_SGM) && (!only_state || state == only_state)) {
       sites[SiteKey{ts.what ? ts.what : "?", ts.line, ts.col}].push_back(t);
       add_line(w->L->res, ts.line);
-    } else if (ts.state != T_BARRIER && ts.state != T_SIMD && ts.state != T_SGM) {
+    } else if (state != T_BARRIER && state != T_SIMD && state != T_SGM) {
       other.push_back(t);
     }
   }
@@ -723,10 +764,8 @@ void add_lane_ranges(Msg &m, uint32_t s, uint32_t mask) {
 // The simdgroup_matrix ops of simdgroup s must all be complete when its lanes meet at a barrier or a SIMD-group
 // function (`at`: which), or when a lane returns (`returned`: that thread): an op issued by some lanes only is
 // one that the others skipped.
-void check_sgm_converged(Worker *w, uint32_t s, const char *at, int returned) {
+__attribute__((noinline, cold)) void sgm_not_converged(Worker *w, uint32_t s, const char *at, int returned) {
   tt_sgm_state &st = w->sgm[s];
-  if (st.issued == st.completed)
-    return;
   if (returned >= 0) {
     uint32_t lane = (uint32_t)returned % TT_EMU_SIMD_WIDTH;
     if (st.n[lane] == st.issued)
@@ -761,12 +800,19 @@ void check_sgm_converged(Worker *w, uint32_t s, const char *at, int returned) {
   fail_here(w);
 }
 
+// Runs for every thread that returns: the check itself stays inline, its report out of line.
+inline void check_sgm_converged(Worker *w, uint32_t s, const char *at, int returned) {
+  const tt_sgm_state &st = w->sgm[s];
+  if (__builtin_expect(st.issued != st.completed, 0))
+    sgm_not_converged(w, s, at, returned);
+}
+
 // All live threads wait at a barrier: check the call sites and release them.
 void complete_barrier(Worker *w, int self) {
   const ThreadSt *ref = nullptr;
   for (uint32_t t = 0; t < w->N; t++) {
     const ThreadSt &ts = w->th[t];
-    if (ts.state != T_BARRIER)
+    if (w->state[t] != T_BARRIER)
       continue;
     if (!ref)
       ref = &ts;
@@ -777,13 +823,12 @@ void complete_barrier(Worker *w, int self) {
     check_sgm_converged(w, s, "a threadgroup barrier", -1);
   for (uint32_t k = 0; k < w->N; k++) {
     uint32_t t = w->order[k];
-    ThreadSt &ts = w->th[t];
-    if (ts.state != T_BARRIER)
+    if (w->state[t] != T_BARRIER)
       continue;
     if ((int)t == self) {
-      ts.state = T_RUNNING;
+      w->state[t] = T_RUNNING;
     } else {
-      ts.state = T_READY;
+      w->state[t] = T_READY;
       rq_push(w, t);
     }
   }
@@ -815,19 +860,19 @@ void complete_simd(Worker *w, uint32_t s, int self) {
   uint32_t first = TT_EMU_NO_LANE;
   if (self >= 0) {
     first = (uint32_t)self % TT_EMU_SIMD_WIDTH;
-    th[first].state = T_RUNNING;
+    w->state[s * TT_EMU_SIMD_WIDTH + first] = T_RUNNING;
   }
   uint32_t others = self >= 0 ? arrived & ~(1u << first) : arrived;
   if (w->L->d->schedule == TT_SCHED_FORWARD) {
     for (uint32_t m = others; m; m &= m - 1) {
       uint32_t l = (uint32_t)__builtin_ctz(m);
-      th[l].state = T_READY;
+      w->state[s * TT_EMU_SIMD_WIDTH + l] = T_READY;
       rq_push(w, s * TT_EMU_SIMD_WIDTH + l);
     }
   } else {
     for (uint32_t m = others; m; m &= ~(1u << (31 - __builtin_clz(m)))) {
       uint32_t l = 31u - (uint32_t)__builtin_clz(m);
-      th[l].state = T_READY;
+      w->state[s * TT_EMU_SIMD_WIDTH + l] = T_READY;
       rq_push(w, s * TT_EMU_SIMD_WIDTH + l);
     }
   }
@@ -846,7 +891,7 @@ void thread_finished(Worker *w, uint32_t t) {
     tools_flush(w);
   check_sgm_converged(w, t / TT_EMU_SIMD_WIDTH, nullptr, (int)t);
   w->sgm[t / TT_EMU_SIMD_WIDTH].done |= 1u << (t % TT_EMU_SIMD_WIDTH);
-  w->th[t].state = T_DONE;
+  w->state[t] = T_DONE;
   w->n_done++;
   SimdGroupSt &g = w->sg[t / TT_EMU_SIMD_WIDTH];
   g.done |= 1u << (t % TT_EMU_SIMD_WIDTH);
@@ -858,19 +903,31 @@ void thread_finished(Worker *w, uint32_t t) {
     tools_thread_done(w, t);
 }
 
+// No simdgroup_matrix op is issued and not yet complete.
+inline bool sgm_idle(const Worker *w) {
+  for (uint32_t s = 0; s < w->nsg; s++)
+    if (w->sgm[s].issued != w->sgm[s].completed)
+      return false;
+  return true;
+}
+
 void fiber_main(void *arg) {
   Fiber *f = (Fiber *)arg;
   Worker *w = tl_worker;
-  for (;;) {
-    uint32_t t = f->thread;
-    w->cur_fiber = f;
+  // What every thread this fiber runs shares, read once: a thread without barriers or SIMD-group functions
+  // costs the bookkeeping below and its own code, nothing else (test_load_store_same_ptr-like launches run
+  // 64 M such threads).
+  tt_thread_info ti = w->ti_proto;
+  const bool one_d = ti.tptg[0] == w->N;
+  const tt_entry_fn entry = w->L->d->entry;
+  void *const *slots = w->L->slots;
+  const bool range_ok = one_d && w->L->d->schedule == TT_SCHED_FORWARD && !w->tw;
+  w->cur_fiber = f;
+  for (uint32_t t = f->thread;;) {
     w->cur_thread = t;
-    ThreadSt &ts = w->th[t];
-    ts.fiber = f;
-    ts.state = T_RUNNING;
-    tt_thread_info ti;
-    fill_ti(w, t, &ti);
-    if (w->tw) {
+    w->state[t] = T_RUNNING;
+    set_thread_ids(&ti, t, one_d);
+    if (__builtin_expect(w->tw != nullptr, 0)) {
       // initcheck of private arrays: the stack the kernel's frames will take, just below this frame, is
       // filled with a sentinel from inside an array of this frame (a block-scoped VLA: the stack is back where
       // it was when the block ends, so the kernel's frames occupy exactly the bytes filled)
@@ -885,10 +942,26 @@ void fiber_main(void *arg) {
         tools_thread_start(w, f, below, n);
       }
     }
+    // With no other thread started and alive, the entry point runs this thread and the ones after it itself
+    // (a range) until one reaches a hook that needs the others' states (settle_range): a threadgroup whose
+    // threads never synchronise costs no bookkeeping per thread.
+    uint32_t end = t + 1;
+    if (range_ok && w->n_done + 1 == w->next_unstarted && end < w->N && sgm_idle(w)) {
+      w->range_lo = t;
+      w->range_stop = 0;
+      end = w->N;
+    }
     w->in_kernel = 1;
-    w->L->d->entry(w->L->slots, &ti);
+    uint32_t next = entry(slots, &ti, end, &w->cur_thread, &w->range_stop);
     w->in_kernel = 0;
-    thread_finished(w, t);
+    if (end == t + 1 || w->range_lo == UINT32_MAX) { // one thread, or a range ended early at thread next - 1
+      t = next - 1;
+      thread_finished(w, t);
+    } else {
+      w->range_lo = UINT32_MAX;
+      settle_returned(w, t, next);
+      w->next_unstarted = next;
+    }
     if (w->rq_count) {
       release_fiber(w, f);
       uint32_t n = rq_pop(w);
@@ -896,7 +969,7 @@ void fiber_main(void *arg) {
       __builtin_unreachable();
     }
     if (w->next_unstarted < w->N) {
-      f->thread = w->order[w->next_unstarted++]; // run the next thread on this same stack
+      t = w->order[w->next_unstarted++]; // run the next thread on this same stack
       continue;
     }
     release_fiber(w, f);
@@ -927,6 +1000,7 @@ bool run_threadgroup(Worker *w, uint64_t linear) {
   w->next_unstarted = 0;
   w->n_done = 0;
   w->n_barrier = 0;
+  w->range_lo = UINT32_MAX;
   w->rq_head = w->rq_count = 0;
   for (uint32_t s = 0; s < w->nsg; s++) {
     SimdGroupSt &g = w->sg[s];
@@ -948,8 +1022,7 @@ bool run_threadgroup(Worker *w, uint64_t linear) {
   w->nsites = 0;
   w->op_lane = TT_EMU_NO_LANE;
   w->tg_top = w->tg_hi;
-  for (uint32_t t = 0; t < w->N; t++)
-    w->th[t].state = T_UNSTARTED;
+  memset(w->state, T_UNSTARTED, w->N);
   reset_fibers(w);
   if (d->schedule == TT_SCHED_RANDOM) { // xorshift64*, Fisher-Yates; reproducible per (seed, threadgroup)
     uint64_t x = (d->seed ^ (linear * 0x9E3779B97F4A7C15ull)) | 1;
@@ -2774,6 +2847,7 @@ TT_EXPORT void __tt_barrier(uint32_t flags, uint32_t line, uint32_t col) {
   (void)flags;
   Worker *w = tl_worker;
   HookScope scope(w);
+  settle_range(w);
   check_cancel(w);
   if (w->tw) {
     tools_flush(w);
@@ -2787,7 +2861,7 @@ TT_EXPORT void __tt_barrier(uint32_t flags, uint32_t line, uint32_t col) {
     return;
   uint32_t t = w->cur_thread;
   ThreadSt &ts = w->th[t];
-  ts.state = T_BARRIER;
+  w->state[t] = T_BARRIER;
   ts.line = line;
   ts.col = col;
   ts.what = "threadgroup_barrier";
@@ -2804,6 +2878,7 @@ TT_EXPORT tt_simd_xchg *__tt_simd(const char *op, const void *val, uint32_t size
                                   uint32_t col, uint32_t *lane_out) {
   Worker *w = tl_worker;
   HookScope scope(w);
+  settle_range(w);
   check_cancel(w);
   if (w->tw)
     tools_flush(w);
@@ -2822,7 +2897,7 @@ TT_EXPORT tt_simd_xchg *__tt_simd(const char *op, const void *val, uint32_t size
     memcpy(x->val[lane], val, size);
   x->param[lane] = param;
   ThreadSt &ts = w->th[t];
-  ts.state = T_SIMD;
+  w->state[t] = T_SIMD;
   ts.size = (uint16_t)size;
   ts.line = line;
   ts.col = col;
@@ -2838,6 +2913,7 @@ TT_EXPORT tt_simd_xchg *__tt_simd(const char *op, const void *val, uint32_t size
 
 TT_EXPORT tt_sgm_state *__tt_sgm_enter(uint32_t *lane) {
   Worker *w = tl_worker;
+  settle_range(w);
   uint32_t t = w->cur_thread;
   *lane = t % TT_EMU_SIMD_WIDTH;
   return &w->sgm[t / TT_EMU_SIMD_WIDTH];
@@ -2851,7 +2927,7 @@ TT_EXPORT void __tt_sgm_wait(tt_sgm_state *st, const char *what, uint32_t line, 
     tools_flush(w);
   uint32_t t = w->cur_thread;
   ThreadSt &ts = w->th[t];
-  ts.state = T_SGM;
+  w->state[t] = T_SGM;
   ts.size = 0;
   ts.line = line;
   ts.col = col;
@@ -2868,13 +2944,13 @@ TT_EXPORT void __tt_sgm_wake(tt_sgm_state *st) {
   if (w->L->d->schedule == TT_SCHED_REVERSE) {
     for (; m; m &= ~(1u << (31 - __builtin_clz(m)))) {
       uint32_t t = base + 31u - (uint32_t)__builtin_clz(m);
-      w->th[t].state = T_READY;
+      w->state[t] = T_READY;
       rq_push(w, t);
     }
   } else {
     for (; m; m &= m - 1) {
       uint32_t t = base + (uint32_t)__builtin_ctz(m);
-      w->th[t].state = T_READY;
+      w->state[t] = T_READY;
       rq_push(w, t);
     }
   }

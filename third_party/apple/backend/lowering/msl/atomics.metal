@@ -1,6 +1,6 @@
 // Atomics Metal does not have on every GPU family: 16-bit add and compare-and-swap on the containing 32-bit
-// word, and 64-bit add/and/or/xor on two 32-bit words (lowering/wide_atomics.py decides which form a 64-bit
-// atomic of a kernel takes).
+// word, float add on threadgroup memory (its atomics are integer ones), and 64-bit add/and/or/xor on two 32-bit
+// words (lowering/wide_atomics.py decides which form a 64-bit atomic of a kernel takes).
 
 // @helper tt_atomic16_word
 /// 16-bit atomics: Metal's atomics are 32-bit, so these update one 16-bit half (at bit `shift`, little-endian) of a
@@ -79,6 +79,34 @@ template <typename T> static inline T tt_atomic_cas16(device T* p, T cmp, T v) {
     const ulong addr = reinterpret_cast<ulong>(p);
     return tt_atomic_cas16_word(reinterpret_cast<device atomic_uint*>(addr & ~ulong(3)), uint(addr & 2ul) * 8u, cmp,
                                 v);
+}
+
+// @helper tt_tg_atomic_fadd32
+/// Float add on threadgroup memory (`ttg.local_atomic_scatter_rmw fadd`): Metal's threadgroup atomics are integer
+/// ones, so the float's bits are replaced with a compare-and-swap loop; returns the old value.
+static inline float tt_tg_atomic_fadd32(threadgroup atomic_uint* p, float v) {
+    uint old = atomic_load_explicit(p, memory_order_relaxed);
+    while (!atomic_compare_exchange_weak_explicit(p, &old, as_type<uint>(as_type<float>(old) + v),
+                                                  memory_order_relaxed, memory_order_relaxed)) {
+    }
+    return as_type<float>(old);
+}
+
+// @helper tt_tg_atomic_add16
+/// 16-bit float add on threadgroup memory: the half at byte `byte` of the threadgroup array `base` is updated in
+/// its 32-bit word with a compare-and-swap loop (the word and half from the byte offset, as tt_atomic16_at does).
+template <typename T> static inline T tt_tg_atomic_add16(threadgroup uchar* base, ulong byte, T v) {
+    threadgroup atomic_uint* word = (threadgroup atomic_uint*)(base + (byte & ~3ul));
+    const uint shift = uint(byte & 2ul) * 8u;
+    uint old = atomic_load_explicit(word, memory_order_relaxed);
+    while (true) {
+        const T cur = as_type<T>(ushort(old >> shift));
+        const T sum = T(float(cur) + float(v));
+        const uint repl = (old & ~(0xFFFFu << shift)) | (uint(as_type<ushort>(sum)) << shift);
+        if (atomic_compare_exchange_weak_explicit(word, &old, repl, memory_order_relaxed, memory_order_relaxed)) {
+            return cur;
+        }
+    }
 }
 
 // @helper tt_atomic_add64

@@ -17,7 +17,7 @@
 
 #include "metal_limits.h"
 
-#define TT_EMU_ABI_VERSION 7
+#define TT_EMU_ABI_VERSION 8
 
 #define TT_EMU_MAX_LINES 16
 #define TT_EMU_MAX_EVENTS 16
@@ -41,8 +41,12 @@ typedef struct tt_thread_info {
   uint32_t simd_width;
 } tt_thread_info;
 
-/* The generated per-kernel trampoline: binds buffer slots and builtins, calls the MSL kernel. */
-typedef void (*tt_entry_fn)(void *const *slots, const tt_thread_info *ti);
+/* The generated per-kernel trampoline: binds buffer slots and builtins, calls the MSL kernel for threads
+   ti->tid, ti->tid + 1, ... up to `end` of a 1-D threadgroup (one thread: end = ti->tid + 1), setting each
+   thread's ids in *ti and *cur, and stops early after a thread when *stop is set. Returns the thread after the
+   last it ran. */
+typedef uint32_t (*tt_entry_fn)(void *const *slots, tt_thread_info *ti, uint32_t end, volatile uint32_t *cur,
+                                const volatile uint32_t *stop);
 
 enum {
   TT_BUF_READONLY = 1, /* `constant` or `device const`: mapped read-only, never copied back */
