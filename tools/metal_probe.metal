@@ -98,68 +98,74 @@ kernel void probe_14(device long* p [[buffer(0)]]) {
     q[0] = q[1];
 }
 
-// probe 15: cast pointer conversion (device uint*) -> device atomic_uint*
-kernel void probe_15(device uint* p [[buffer(0)]]) {
+// probe 15: cast pointer conversion (device short*) -> device atomic_uint*
+kernel void probe_15(device short* p [[buffer(0)]]) {
     device atomic_uint* q = (device atomic_uint*)p;
     atomic_fetch_add_explicit(q, 1u, memory_order_relaxed);
 }
 
-// probe 16: cast pointer conversion (device ulong*) -> device atomic_uint*
-kernel void probe_16(device ulong* p [[buffer(0)]]) {
+// probe 16: cast pointer conversion (device uint*) -> device atomic_uint*
+kernel void probe_16(device uint* p [[buffer(0)]]) {
     device atomic_uint* q = (device atomic_uint*)p;
     atomic_fetch_add_explicit(q, 1u, memory_order_relaxed);
 }
 
-// probe 17: cast pointer conversion (device ulong*) -> device atomic_ulong*
+// probe 17: cast pointer conversion (device ulong*) -> device atomic_uint*
 kernel void probe_17(device ulong* p [[buffer(0)]]) {
+    device atomic_uint* q = (device atomic_uint*)p;
+    atomic_fetch_add_explicit(q, 1u, memory_order_relaxed);
+}
+
+// probe 18: cast pointer conversion (device ulong*) -> device atomic_ulong*
+kernel void probe_18(device ulong* p [[buffer(0)]]) {
     device atomic_ulong* q = (device atomic_ulong*)p;
     atomic_max_explicit(q, 1ul, memory_order_relaxed);
 }
 
-// probe 18: cast pointer conversion (device ulong*) -> device long*
-kernel void probe_18(device ulong* p [[buffer(0)]]) {
+// probe 19: cast pointer conversion (device ulong*) -> device long*
+kernel void probe_19(device ulong* p [[buffer(0)]]) {
     device long* q = (device long*)p;
     q[0] = q[1];
 }
 
-// probe 19: cast pointer conversion (threadgroup uchar*) -> threadgroup bfloat*
-kernel void probe_19(device uint* out [[buffer(0)]], uint tid [[thread_index_in_threadgroup]]) {
-    threadgroup alignas(16) uchar bytes[64];
-    threadgroup bfloat* q = (threadgroup bfloat*)(bytes + 0);
-    q[tid % 4] = 0;
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    out[tid] = uint(q[0] == 0);
-}
-
-// probe 20: cast pointer conversion (threadgroup uchar*) -> threadgroup char*
+// probe 20: cast pointer conversion (threadgroup T*) -> threadgroup T2*
 kernel void probe_20(device uint* out [[buffer(0)]], uint tid [[thread_index_in_threadgroup]]) {
     threadgroup alignas(16) uchar bytes[64];
-    threadgroup char* q = (threadgroup char*)(bytes + 0);
+    threadgroup float2* q = (threadgroup float2*)(bytes + 0);
     q[tid % 4] = 0;
     threadgroup_barrier(mem_flags::mem_threadgroup);
     out[tid] = uint(q[0] == 0);
 }
 
-// probe 21: cast pointer conversion (threadgroup uchar*) -> threadgroup float*
+// probe 21: cast pointer conversion (threadgroup T*) -> threadgroup T4*
 kernel void probe_21(device uint* out [[buffer(0)]], uint tid [[thread_index_in_threadgroup]]) {
     threadgroup alignas(16) uchar bytes[64];
-    threadgroup float* q = (threadgroup float*)(bytes + 0);
+    threadgroup float4* q = (threadgroup float4*)(bytes + 0);
     q[tid % 4] = 0;
     threadgroup_barrier(mem_flags::mem_threadgroup);
     out[tid] = uint(q[0] == 0);
 }
 
-// probe 22: cast pointer conversion (threadgroup uchar*) -> threadgroup half*
+// probe 22: cast pointer conversion (threadgroup T*) -> threadgroup uint2* (8/16-bit T)
 kernel void probe_22(device uint* out [[buffer(0)]], uint tid [[thread_index_in_threadgroup]]) {
     threadgroup alignas(16) uchar bytes[64];
-    threadgroup half* q = (threadgroup half*)(bytes + 0);
+    threadgroup uint2* q = (threadgroup uint2*)(bytes + 0);
     q[tid % 4] = 0;
     threadgroup_barrier(mem_flags::mem_threadgroup);
     out[tid] = uint(q[0] == 0);
 }
 
-// probe 23: cast pointer conversion (threadgroup uchar*) -> threadgroup int*
+// probe 23: cast pointer conversion (threadgroup T*) -> threadgroup uint4* (8/16-bit T)
 kernel void probe_23(device uint* out [[buffer(0)]], uint tid [[thread_index_in_threadgroup]]) {
+    threadgroup alignas(16) uchar bytes[64];
+    threadgroup uint4* q = (threadgroup uint4*)(bytes + 0);
+    q[tid % 4] = 0;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    out[tid] = uint(q[0] == 0);
+}
+
+// probe 24: cast pointer conversion (threadgroup char*) -> threadgroup int*
+kernel void probe_24(device uint* out [[buffer(0)]], uint tid [[thread_index_in_threadgroup]]) {
     threadgroup alignas(16) uchar bytes[64];
     threadgroup int* q = (threadgroup int*)(bytes + 0);
     q[tid % 4] = 0;
@@ -167,8 +173,107 @@ kernel void probe_23(device uint* out [[buffer(0)]], uint tid [[thread_index_in_
     out[tid] = uint(q[0] == 0);
 }
 
-// probe 24: cast pointer conversion (threadgroup uchar*) -> threadgroup long*
-kernel void probe_24(device uint* out [[buffer(0)]], uint tid [[thread_index_in_threadgroup]]) {
+// probe 25: cast pointer conversion (threadgroup float*) -> threadgroup atomic_uint*
+kernel void probe_25(device uint* out [[buffer(0)]], uint tid [[thread_index_in_threadgroup]]) {
+    threadgroup alignas(16) uchar bytes[64];
+    threadgroup atomic_uint* q = (threadgroup atomic_uint*)(bytes + 0);
+    q[tid % 4] = 0;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    out[tid] = uint(q[0] == 0);
+}
+
+// probe 26: cast pointer conversion (threadgroup half*) -> threadgroup uchar*
+kernel void probe_26(device uint* out [[buffer(0)]], uint tid [[thread_index_in_threadgroup]]) {
+    threadgroup alignas(16) uchar bytes[64];
+    threadgroup uchar* q = (threadgroup uchar*)(bytes + 0);
+    q[tid % 4] = 0;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    out[tid] = uint(q[0] == 0);
+}
+
+// probe 27: cast pointer conversion (threadgroup int*) -> threadgroup atomic_int*
+kernel void probe_27(device uint* out [[buffer(0)]], uint tid [[thread_index_in_threadgroup]]) {
+    threadgroup alignas(16) uchar bytes[64];
+    threadgroup atomic_int* q = (threadgroup atomic_int*)(bytes + 0);
+    q[tid % 4] = 0;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    out[tid] = uint(q[0] == 0);
+}
+
+// probe 28: cast pointer conversion (threadgroup int*) -> threadgroup atomic_uint*
+kernel void probe_28(device uint* out [[buffer(0)]], uint tid [[thread_index_in_threadgroup]]) {
+    threadgroup alignas(16) uchar bytes[64];
+    threadgroup atomic_uint* q = (threadgroup atomic_uint*)(bytes + 0);
+    q[tid % 4] = 0;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    out[tid] = uint(q[0] == 0);
+}
+
+// probe 29: cast pointer conversion (threadgroup uchar*) -> threadgroup atomic_uint*
+kernel void probe_29(device uint* out [[buffer(0)]], uint tid [[thread_index_in_threadgroup]]) {
+    threadgroup alignas(16) uchar bytes[64];
+    threadgroup atomic_uint* q = (threadgroup atomic_uint*)(bytes + 0);
+    q[tid % 4] = 0;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    out[tid] = uint(q[0] == 0);
+}
+
+// probe 30: cast pointer conversion (threadgroup uchar*) -> threadgroup bfloat*
+kernel void probe_30(device uint* out [[buffer(0)]], uint tid [[thread_index_in_threadgroup]]) {
+    threadgroup alignas(16) uchar bytes[64];
+    threadgroup bfloat* q = (threadgroup bfloat*)(bytes + 0);
+    q[tid % 4] = 0;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    out[tid] = uint(q[0] == 0);
+}
+
+// probe 31: cast pointer conversion (threadgroup uchar*) -> threadgroup bool*
+kernel void probe_31(device uint* out [[buffer(0)]], uint tid [[thread_index_in_threadgroup]]) {
+    threadgroup alignas(16) uchar bytes[64];
+    threadgroup bool* q = (threadgroup bool*)(bytes + 0);
+    q[tid % 4] = 0;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    out[tid] = uint(q[0] == 0);
+}
+
+// probe 32: cast pointer conversion (threadgroup uchar*) -> threadgroup char*
+kernel void probe_32(device uint* out [[buffer(0)]], uint tid [[thread_index_in_threadgroup]]) {
+    threadgroup alignas(16) uchar bytes[64];
+    threadgroup char* q = (threadgroup char*)(bytes + 0);
+    q[tid % 4] = 0;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    out[tid] = uint(q[0] == 0);
+}
+
+// probe 33: cast pointer conversion (threadgroup uchar*) -> threadgroup float*
+kernel void probe_33(device uint* out [[buffer(0)]], uint tid [[thread_index_in_threadgroup]]) {
+    threadgroup alignas(16) uchar bytes[64];
+    threadgroup float* q = (threadgroup float*)(bytes + 0);
+    q[tid % 4] = 0;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    out[tid] = uint(q[0] == 0);
+}
+
+// probe 34: cast pointer conversion (threadgroup uchar*) -> threadgroup half*
+kernel void probe_34(device uint* out [[buffer(0)]], uint tid [[thread_index_in_threadgroup]]) {
+    threadgroup alignas(16) uchar bytes[64];
+    threadgroup half* q = (threadgroup half*)(bytes + 0);
+    q[tid % 4] = 0;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    out[tid] = uint(q[0] == 0);
+}
+
+// probe 35: cast pointer conversion (threadgroup uchar*) -> threadgroup int*
+kernel void probe_35(device uint* out [[buffer(0)]], uint tid [[thread_index_in_threadgroup]]) {
+    threadgroup alignas(16) uchar bytes[64];
+    threadgroup int* q = (threadgroup int*)(bytes + 0);
+    q[tid % 4] = 0;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    out[tid] = uint(q[0] == 0);
+}
+
+// probe 36: cast pointer conversion (threadgroup uchar*) -> threadgroup long*
+kernel void probe_36(device uint* out [[buffer(0)]], uint tid [[thread_index_in_threadgroup]]) {
     threadgroup alignas(16) uchar bytes[64];
     threadgroup long* q = (threadgroup long*)(bytes + 0);
     q[tid % 4] = 0;
@@ -176,8 +281,8 @@ kernel void probe_24(device uint* out [[buffer(0)]], uint tid [[thread_index_in_
     out[tid] = uint(q[0] == 0);
 }
 
-// probe 25: cast pointer conversion (threadgroup uchar*) -> threadgroup short*
-kernel void probe_25(device uint* out [[buffer(0)]], uint tid [[thread_index_in_threadgroup]]) {
+// probe 37: cast pointer conversion (threadgroup uchar*) -> threadgroup short*
+kernel void probe_37(device uint* out [[buffer(0)]], uint tid [[thread_index_in_threadgroup]]) {
     threadgroup alignas(16) uchar bytes[64];
     threadgroup short* q = (threadgroup short*)(bytes + 0);
     q[tid % 4] = 0;
@@ -185,8 +290,8 @@ kernel void probe_25(device uint* out [[buffer(0)]], uint tid [[thread_index_in_
     out[tid] = uint(q[0] == 0);
 }
 
-// probe 26: cast pointer conversion (threadgroup uchar*) -> threadgroup ulong*
-kernel void probe_26(device uint* out [[buffer(0)]], uint tid [[thread_index_in_threadgroup]]) {
+// probe 38: cast pointer conversion (threadgroup uchar*) -> threadgroup ulong*
+kernel void probe_38(device uint* out [[buffer(0)]], uint tid [[thread_index_in_threadgroup]]) {
     threadgroup alignas(16) uchar bytes[64];
     threadgroup ulong* q = (threadgroup ulong*)(bytes + 0);
     q[tid % 4] = 0;
@@ -194,162 +299,167 @@ kernel void probe_26(device uint* out [[buffer(0)]], uint tid [[thread_index_in_
     out[tid] = uint(q[0] == 0);
 }
 
-// probe 27: cast reinterpret_cast (device T*) -> ulong
-kernel void probe_27(device float* p [[buffer(0)]], device ulong* out [[buffer(1)]]) {
+// probe 39: cast reinterpret_cast (device T*) -> ulong
+kernel void probe_39(device float* p [[buffer(0)]], device ulong* out [[buffer(1)]]) {
     out[0] = ulong(reinterpret_cast<ulong>(p));
 }
 
-// probe 28: cast reinterpret_cast (device float*) -> long
-kernel void probe_28(device float* p [[buffer(0)]], device ulong* out [[buffer(1)]]) {
+// probe 40: cast reinterpret_cast (device float*) -> long
+kernel void probe_40(device float* p [[buffer(0)]], device ulong* out [[buffer(1)]]) {
     out[0] = ulong(reinterpret_cast<long>(p));
 }
 
-// probe 29: cast reinterpret_cast (device float*) -> ulong
-kernel void probe_29(device float* p [[buffer(0)]], device ulong* out [[buffer(1)]]) {
+// probe 41: cast reinterpret_cast (device float*) -> ulong
+kernel void probe_41(device float* p [[buffer(0)]], device ulong* out [[buffer(1)]]) {
     out[0] = ulong(reinterpret_cast<ulong>(p));
 }
 
-// probe 30: cast reinterpret_cast (device half*) -> ulong
-kernel void probe_30(device half* p [[buffer(0)]], device ulong* out [[buffer(1)]]) {
+// probe 42: cast reinterpret_cast (device half*) -> ulong
+kernel void probe_42(device half* p [[buffer(0)]], device ulong* out [[buffer(1)]]) {
     out[0] = ulong(reinterpret_cast<ulong>(p));
 }
 
-// probe 31: cast reinterpret_cast (device ulong*) -> ulong
-kernel void probe_31(device ulong* p [[buffer(0)]], device ulong* out [[buffer(1)]]) {
+// probe 43: cast reinterpret_cast (device short*) -> ulong
+kernel void probe_43(device short* p [[buffer(0)]], device ulong* out [[buffer(1)]]) {
     out[0] = ulong(reinterpret_cast<ulong>(p));
 }
 
-// probe 32: cast reinterpret_cast (long) -> device float*
-kernel void probe_32(device long* p [[buffer(0)]], device ulong* out [[buffer(1)]]) {
+// probe 44: cast reinterpret_cast (device ulong*) -> ulong
+kernel void probe_44(device ulong* p [[buffer(0)]], device ulong* out [[buffer(1)]]) {
+    out[0] = ulong(reinterpret_cast<ulong>(p));
+}
+
+// probe 45: cast reinterpret_cast (long) -> device float*
+kernel void probe_45(device long* p [[buffer(0)]], device ulong* out [[buffer(1)]]) {
     device float* q = reinterpret_cast<device float*>(p[0]);
     out[0] = ulong(q != nullptr);
 }
 
-// probe 33: cast reinterpret_cast (long) -> device half*
-kernel void probe_33(device long* p [[buffer(0)]], device ulong* out [[buffer(1)]]) {
+// probe 46: cast reinterpret_cast (long) -> device half*
+kernel void probe_46(device long* p [[buffer(0)]], device ulong* out [[buffer(1)]]) {
     device half* q = reinterpret_cast<device half*>(p[0]);
     out[0] = ulong(q != nullptr);
 }
 
-// probe 34: cast reinterpret_cast (ulong) -> device atomic_uint*
-kernel void probe_34(device ulong* p [[buffer(0)]], device ulong* out [[buffer(1)]]) {
+// probe 47: cast reinterpret_cast (ulong) -> device atomic_uint*
+kernel void probe_47(device ulong* p [[buffer(0)]], device ulong* out [[buffer(1)]]) {
     device atomic_uint* q = reinterpret_cast<device atomic_uint*>(p[0]);
     out[0] = ulong(q != nullptr);
 }
 
-// probe 35: cast reinterpret_cast (ulong) -> device float*
-kernel void probe_35(device ulong* p [[buffer(0)]], device ulong* out [[buffer(1)]]) {
+// probe 48: cast reinterpret_cast (ulong) -> device float*
+kernel void probe_48(device ulong* p [[buffer(0)]], device ulong* out [[buffer(1)]]) {
     device float* q = reinterpret_cast<device float*>(p[0]);
     out[0] = ulong(q != nullptr);
 }
 
-// probe 36: constructor simdgroup_bfloat8x8 ()
-kernel void probe_36(device bfloat* out [[buffer(0)]]) {
+// probe 49: constructor simdgroup_bfloat8x8 ()
+kernel void probe_49(device bfloat* out [[buffer(0)]]) {
     simdgroup_bfloat8x8 m[2];
     m[1] = m[0];
     simdgroup_store(m[1], out);
 }
 
-// probe 37: constructor simdgroup_float8x8 ()
-kernel void probe_37(device float* out [[buffer(0)]]) {
+// probe 50: constructor simdgroup_float8x8 ()
+kernel void probe_50(device float* out [[buffer(0)]]) {
     simdgroup_float8x8 m[2];
     m[1] = m[0];
     simdgroup_store(m[1], out);
 }
 
-// probe 38: constructor simdgroup_half8x8 ()
-kernel void probe_38(device half* out [[buffer(0)]]) {
+// probe 51: constructor simdgroup_half8x8 ()
+kernel void probe_51(device half* out [[buffer(0)]]) {
     simdgroup_half8x8 m[2];
     m[1] = m[0];
     simdgroup_store(m[1], out);
 }
 
-// probe 39: function simd_shuffle_xor (float, ushort) -> float
-kernel void probe_39(device float* out [[buffer(0)]], uint lane [[thread_index_in_simdgroup]]) {
+// probe 52: function simd_shuffle_xor (float, ushort) -> float
+kernel void probe_52(device float* out [[buffer(0)]], uint lane [[thread_index_in_simdgroup]]) {
     out[lane] = simd_shuffle_xor(float(lane), ushort(1));
 }
 
-// probe 40: function simd_shuffle_xor (half, ushort) -> half
-kernel void probe_40(device half* out [[buffer(0)]], uint lane [[thread_index_in_simdgroup]]) {
+// probe 53: function simd_shuffle_xor (half, ushort) -> half
+kernel void probe_53(device half* out [[buffer(0)]], uint lane [[thread_index_in_simdgroup]]) {
     out[lane] = simd_shuffle_xor(half(lane), ushort(1));
 }
 
-// probe 41: function simd_shuffle_xor (int, ushort) -> int
-kernel void probe_41(device int* out [[buffer(0)]], uint lane [[thread_index_in_simdgroup]]) {
+// probe 54: function simd_shuffle_xor (int, ushort) -> int
+kernel void probe_54(device int* out [[buffer(0)]], uint lane [[thread_index_in_simdgroup]]) {
     out[lane] = simd_shuffle_xor(int(lane), ushort(1));
 }
 
-// probe 42: function simd_shuffle_xor (short, ushort) -> short
-kernel void probe_42(device short* out [[buffer(0)]], uint lane [[thread_index_in_simdgroup]]) {
+// probe 55: function simd_shuffle_xor (short, ushort) -> short
+kernel void probe_55(device short* out [[buffer(0)]], uint lane [[thread_index_in_simdgroup]]) {
     out[lane] = simd_shuffle_xor(short(lane), ushort(1));
 }
 
-// probe 43: function simd_shuffle_xor (uint, ushort) -> uint
-kernel void probe_43(device uint* out [[buffer(0)]], uint lane [[thread_index_in_simdgroup]]) {
+// probe 56: function simd_shuffle_xor (uint, ushort) -> uint
+kernel void probe_56(device uint* out [[buffer(0)]], uint lane [[thread_index_in_simdgroup]]) {
     out[lane] = simd_shuffle_xor(uint(lane), ushort(1));
 }
 
-// probe 44: function simd_shuffle_xor (ushort, ushort) -> ushort
-kernel void probe_44(device ushort* out [[buffer(0)]], uint lane [[thread_index_in_simdgroup]]) {
+// probe 57: function simd_shuffle_xor (ushort, ushort) -> ushort
+kernel void probe_57(device ushort* out [[buffer(0)]], uint lane [[thread_index_in_simdgroup]]) {
     out[lane] = simd_shuffle_xor(ushort(lane), ushort(1));
 }
 
-// probe 45: function simdgroup_float8x8::thread_elements () -> thread_elements_t
-kernel void probe_45(device float* out [[buffer(0)]], uint lane [[thread_index_in_simdgroup]]) {
+// probe 58: function simdgroup_float8x8::thread_elements () -> thread_elements_t
+kernel void probe_58(device float* out [[buffer(0)]], uint lane [[thread_index_in_simdgroup]]) {
     simdgroup_float8x8 m = make_filled_simdgroup_matrix<float, 8, 8>(1);
     out[lane] = float(m.thread_elements()[0]);
 }
 
-// probe 46: function simdgroup_half8x8::thread_elements () -> thread_elements_t
-kernel void probe_46(device float* out [[buffer(0)]], uint lane [[thread_index_in_simdgroup]]) {
+// probe 59: function simdgroup_half8x8::thread_elements () -> thread_elements_t
+kernel void probe_59(device float* out [[buffer(0)]], uint lane [[thread_index_in_simdgroup]]) {
     simdgroup_half8x8 m = make_filled_simdgroup_matrix<half, 8, 8>(1);
     out[lane] = float(m.thread_elements()[0]);
 }
 
-// probe 47: function simdgroup_multiply_accumulate (simdgroup_float8x8, simdgroup_bfloat8x8, simdgroup_bfloat8x8, simdgroup_float8x8) -> void
-kernel void probe_47(device float* out [[buffer(0)]]) {
+// probe 60: function simdgroup_multiply_accumulate (simdgroup_float8x8, simdgroup_bfloat8x8, simdgroup_bfloat8x8, simdgroup_float8x8) -> void
+kernel void probe_60(device float* out [[buffer(0)]]) {
     simdgroup_float8x8 c = make_filled_simdgroup_matrix<float, 8, 8>(1);
     simdgroup_bfloat8x8 a = make_filled_simdgroup_matrix<bfloat, 8, 8>(1);
     simdgroup_multiply_accumulate(c, a, a, c);
     simdgroup_store(c, out);
 }
 
-// probe 48: function simdgroup_multiply_accumulate (simdgroup_float8x8, simdgroup_half8x8, simdgroup_half8x8, simdgroup_float8x8) -> void
-kernel void probe_48(device float* out [[buffer(0)]]) {
+// probe 61: function simdgroup_multiply_accumulate (simdgroup_float8x8, simdgroup_half8x8, simdgroup_half8x8, simdgroup_float8x8) -> void
+kernel void probe_61(device float* out [[buffer(0)]]) {
     simdgroup_float8x8 c = make_filled_simdgroup_matrix<float, 8, 8>(1);
     simdgroup_half8x8 a = make_filled_simdgroup_matrix<half, 8, 8>(1);
     simdgroup_multiply_accumulate(c, a, a, c);
     simdgroup_store(c, out);
 }
 
-// probe 49: literal floating literal without suffix double
-kernel void probe_49(device float* out [[buffer(0)]]) {
+// probe 62: literal floating literal without suffix double
+kernel void probe_62(device float* out [[buffer(0)]]) {
     out[0] = float(-0.0) + float(0.5);
 }
 
-// probe 50: macro INT_MAX
-kernel void probe_50(device int* out [[buffer(0)]]) {
+// probe 63: macro INT_MAX
+kernel void probe_63(device int* out [[buffer(0)]]) {
     out[0] = INT_MAX;
 }
 
-// probe 51: macro INT_MIN
-kernel void probe_51(device int* out [[buffer(0)]]) {
+// probe 64: macro INT_MIN
+kernel void probe_64(device int* out [[buffer(0)]]) {
     out[0] = INT_MIN;
 }
 
-// probe 52: question: #pragma METAL fp math_mode(safe) unguarded, at 3.1 (the lowering guards it with __METAL_VERSION__ >= 320)
+// probe 65: question: #pragma METAL fp math_mode(safe) unguarded, at 3.1 (the lowering guards it with __METAL_VERSION__ >= 320)
 #pragma METAL fp math_mode(safe)
 kernel void probe_pragma_unguarded(device float* out [[buffer(0)]]) {
     out[0] = 1.0f;
 }
 
-// probe 53: question: atomic_thread_fence at 3.1 (refused by the lowering below 3.2: expected to fail at 3.1)
+// probe 66: question: atomic_thread_fence at 3.1 (refused by the lowering below 3.2: expected to fail at 3.1)
 kernel void probe_fence(device atomic_uint* c [[buffer(0)]]) {
     atomic_fetch_add_explicit(c, 1u, memory_order_relaxed);
     atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
 }
 
-// probe 54: question: coherent(device) buffers (specification 4.8, MSL 3.2): device memory is threadgroup-coherent without it, which acquire/release across threadgroups may need
+// probe 67: question: coherent(device) buffers (specification 4.8, MSL 3.2): device memory is threadgroup-coherent without it, which acquire/release across threadgroups may need
 kernel void probe_coherent(coherent(device) device atomic_uint* c [[buffer(0)]]) {
     atomic_fetch_add_explicit(c, 1u, memory_order_relaxed);
 }
