@@ -19,7 +19,6 @@ import functools
 import json
 import operator
 import os
-import statistics
 import struct
 import time
 import warnings
@@ -265,14 +264,13 @@ class AppleUtils:
         return device_properties(self.mode, default_family())
 
 
-def _time_configs_on_the_emulator(fn, rep: float = 5.0, grad_to_none=None, quantiles=None, return_mode: str = "mean"):
+def _time_configs_on_the_emulator(fn, rep: float = 5.0, grad_to_none=None, quantiles=None,
+                                  return_mode: str = "mean"):
     """What the autotuner times a config with on the emulator, with `triton.testing.do_bench`'s parameters and
-    results: one untimed call (it compiles the config), then timed calls until `rep` milliseconds are spent (at
-    least one), the kernels they load built quickly (emulator/tuning.py). Launches on the emulator are
-    synchronous host calls, so a host clock times them; upstream's estimate, warm-up and cache-clearing calls
-    (eight launches at least) would only repeat the same CPU work."""
-    import torch
-
+    results (`mps_host.summarize`): one untimed call (it compiles the config), then timed calls until `rep`
+    milliseconds are spent (at least one), the kernels they load built quickly (emulator/tuning.py). Launches on
+    the emulator are synchronous host calls, so a host clock times them; upstream's estimate, warm-up and
+    cache-clearing calls (eight launches at least) would only repeat the same CPU work."""
     from .emulator import tuning
     times: List[float] = []
     with tuning.timing_configs():
@@ -283,13 +281,7 @@ def _time_configs_on_the_emulator(fn, rep: float = 5.0, grad_to_none=None, quant
             started = time.perf_counter()
             fn()
             times.append((time.perf_counter() - started) * 1000.0)
-    if quantiles is not None:
-        found = torch.quantile(torch.tensor(times, dtype=torch.float64),
-                               torch.tensor(quantiles, dtype=torch.float64)).tolist()
-        return found[0] if len(found) == 1 else found
-    if return_mode == "all":
-        return times
-    return {"min": min, "max": max, "mean": statistics.fmean, "median": statistics.median}[return_mode](times)
+    return mps_host.summarize(times, quantiles, return_mode)
 
 
 @functools.lru_cache(None)

@@ -19,8 +19,8 @@ from .. import compile_log, knobs
 from ..abi.msl_locations import error_lines
 from .cache import (LOW_SPACE, cache_root, cached_entry, file_mode, free_bytes, hash_parts, tmp_name, unlink_quietly,
                     write_file)
-from .clang import (KERNEL_FLAGS, RUNTIME_FLAGS, SHLIB_SUFFIX, TOOL_FLAGS, compiler_version, extra_link_flags,
-                    find_compiler, host_arch_flags, target_defines)
+from .clang import (KERNEL_FLAGS, QUICK_KERNEL_FLAGS, RUNTIME_FLAGS, SHLIB_SUFFIX, TOOL_FLAGS, compiler_version,
+                    extra_link_flags, find_compiler, host_arch_flags, target_defines)
 from .errors import EmulatorCacheIOError, EmulatorCacheWarning, EmulatorCompileError, EmulatorError
 from .link import forget as forget_link_line, link_line
 
@@ -137,15 +137,12 @@ def build_runtime() -> Path:
     return out_dir / RUNTIME_LIB
 
 
-def kernel_flags(quick: bool = False) -> Tuple[str, ...]:
-    """The flags a kernel library is built with: clang.KERNEL_FLAGS, or for a quick build (autotune configs
-    being timed, see tuning.py) the same at -O0: 8x less compile time for fla's large kernels, the same results
-    (the flags pin every floating-point and integer rule at any level), slower runs."""
-    return tuple("-O0" if f == "-O2" else f for f in KERNEL_FLAGS) if quick else KERNEL_FLAGS
+def _kernel_flags(quick: bool) -> Tuple[str, ...]:
+    return QUICK_KERNEL_FLAGS if quick else KERNEL_FLAGS
 
 
 def _pch_flags(quick: bool = False) -> List[str]:
-    return [f for f in kernel_flags(quick) if f != "-shared"] + list(target_defines())
+    return [f for f in _kernel_flags(quick) if f != "-shared"] + list(target_defines())
 
 
 # by the target's defines (target_defines, the header depends on them) and the optimisation level (clang refuses
@@ -206,7 +203,7 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 def kernel_key(source: str, kernel_name: str, trampoline: str, tools: bool = False, quick: bool = False) -> str:
     cxx = find_compiler()
     srcs = native_sources()
-    return hash_parts("kernel", compiler_version(cxx)[1], kernel_flags(quick and not tools), target_defines(),
+    return hash_parts("kernel", compiler_version(cxx)[1], _kernel_flags(quick and not tools), target_defines(),
                       extra_link_flags(),
                       _runtime_defines(), *(TOOL_FLAGS if tools else ()),
                  *[k.encode() + b"=" + v for k, v in sorted(srcs.items())], source, kernel_name, trampoline)[:40]
@@ -216,11 +213,11 @@ def build_kernel(source: str, kernel_name: str, trampoline: str, trampoline_line
                  sig_line: int, original_source: str, tools: bool = False, quick: bool = False) -> Tuple[Path, bool]:
     """Compile a kernel; returns (shared object, was_cached). Raises EmulatorCompileError. ``tools``: the build for
     the sanitizer and profiler (clang.TOOL_FLAGS; without the precompiled header, which is built without them).
-    ``quick``: at -O0 (:func:`kernel_flags`; not for the tools build)."""
+    ``quick``: at -O0 (clang.QUICK_KERNEL_FLAGS; not for the tools build)."""
     cxx = find_compiler()
     inc, _ = native_dirs()
     quick = quick and not tools
-    flags = kernel_flags(quick)
+    flags = _kernel_flags(quick)
     key = kernel_key(source, kernel_name, trampoline, tools, quick)
     out_dir = cache_root() / key[:2] / key
     msl_name = f"{kernel_name}.metal"

@@ -137,7 +137,7 @@ class EmulatorKernel:
 
     def __init__(self, name: str, source: str, signature: _sig.KernelSignature, so_path: Path, cache_hit: bool,
                  rebuild: Optional[Callable[[], Tuple[Path, bool]]] = None,
-                 build_tools: Optional[Callable[[], Tuple[Path, bool]]] = None):
+                 build_tools: Optional[Callable[[], Tuple[Path, bool]]] = None, quick: bool = False):
         self.name = name
         self._rebuild = rebuild  # builds the cache entry again when its library went away (_entry_point)
         # the sanitizer and profiler: the tools the knobs asked for when the kernel was compiled, and the build of
@@ -152,7 +152,7 @@ class EmulatorKernel:
         self.params = signature.params
         self.so_path = Path(so_path)
         self.cache_hit = cache_hit
-        self.quick = False  # built at -O0, for timing autotune configs (compile_msl sets it; tuning.py)
+        self.quick = quick  # built at -O0, for timing autotune configs (tuning.py)
         self._lib = runtime_library()
         self._launcher = launcher()  # compiled (or found in Triton's cache) now: a machine without one fails here
         LOADED_LIBRARIES.acquire(self.so_path, self.name)  # loads it now: a bad library fails at compile time
@@ -514,7 +514,7 @@ def clear_memory_cache() -> None:
 def compile_msl(source: Union[str, bytes], kernel_name: str, quick: bool = False) -> EmulatorKernel:
     """Compile ``kernel_name`` from MSL ``source`` for the emulator (cached on disk under
     ``<triton cache dir>/apple_emulator``; the compiled kernels of this process are also kept in memory, at
-    most ``TRITON_APPLE_EMULATOR_MAX_LOADED`` of them). ``quick``: built at -O0 (``build.kernel_flags``), for
+    most ``TRITON_APPLE_EMULATOR_MAX_LOADED`` of them). ``quick``: built at -O0 (``clang.QUICK_KERNEL_FLAGS``), for
     autotune configs being timed (tuning.py); the kernel's ``quick`` attribute says which it is."""
     if isinstance(source, (bytes, bytearray)):
         try:
@@ -548,8 +548,7 @@ def compile_msl(source: Union[str, bytes], kernel_name: str, quick: bool = False
     so, hit = rebuild()
     if not hit:
         LOADED_LIBRARIES.forget(so)
-    k = EmulatorKernel(kernel_name, source, sig, so, hit, rebuild, build_tools)
-    k.quick = quick
+    k = EmulatorKernel(kernel_name, source, sig, so, hit, rebuild, build_tools, quick)
     with _compile_lock:
         _memory_cache[key] = k
         while len(_memory_cache) > max(1, knobs.emulator_max_loaded.get()):

@@ -7,6 +7,7 @@ interpreter of each op's own assembly format that finds operands, attributes and
 """
 from __future__ import annotations
 
+import functools
 import re
 from typing import Dict, List, Optional, Tuple
 
@@ -50,11 +51,10 @@ _REGION_RE = re.compile(r"\x00R(\d+)\x00")
 _BRACKETS = "([{<)]}>"
 
 
+@functools.lru_cache(maxsize=None)
 def _jump(first_chars: str) -> "re.Pattern[str]":
-    return _JUMPS.get(first_chars) or _JUMPS.setdefault(first_chars, re.compile("[" + re.escape(first_chars) + "]"))
-
-
-_JUMPS: Dict[str, "re.Pattern[str]"] = {}
+    """A pattern finding the next of `first_chars`."""
+    return re.compile("[" + re.escape(first_chars) + "]")
 
 
 def split_top(s: str, sep: str = ",") -> List[str]:
