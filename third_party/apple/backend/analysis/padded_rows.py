@@ -29,14 +29,19 @@ def padded_row(row: int, elem_bytes: int) -> int:
     return row + PAD_BYTES // elem_bytes if (row * elem_bytes // PAD_BYTES) % 2 == 0 else row
 
 
-def padded_strides(shape: Sequence[int], elem_bytes: int) -> List[int]:
-    """Element strides of a row-major buffer of `shape` whose innermost rows are padded."""
-    strides = [1]
-    extent = padded_row(shape[-1], elem_bytes)
+def row_strides(shape: Sequence[int], row: int) -> List[int]:
+    """Element strides of a buffer of `shape` stored row-major with innermost rows `row` elements long (at least
+    `shape[-1]`: the rest of each row is padding)."""
+    strides, extent = [1], row
     for d in reversed(shape[:-1]):
         strides.insert(0, extent)
         extent *= d
     return strides
+
+
+def padded_strides(shape: Sequence[int], elem_bytes: int) -> List[int]:
+    """Element strides of a row-major buffer of `shape` whose innermost rows are padded."""
+    return row_strides(shape, padded_row(shape[-1], elem_bytes))
 
 
 def padded_bytes(shape: Sequence[int], elem_bytes: int) -> int:

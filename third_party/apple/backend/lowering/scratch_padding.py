@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 from typing import Dict, List, Sequence, Tuple
 
+from ..analysis.padded_rows import row_strides
 from ..layouts import LinearLayout
 from ..target import THREADGROUP_BANKS
 from .shared_memory import row_major_strides, vector_run
@@ -27,11 +28,7 @@ def padded_strides(shape: Sequence[int], pad: int) -> List[int]:
     """Element strides of `shape` stored row-major with `pad` elements after every innermost row."""
     if len(shape) < 2 or not pad:
         return row_major_strides(shape)
-    strides, extent = [1], shape[-1] + pad
-    for d in reversed(shape[:-1]):
-        strides.insert(0, extent)
-        extent *= d
-    return strides
+    return row_strides(shape, shape[-1] + pad)
 
 
 def scratch_bytes(shape: Sequence[int], strides: Sequence[int], elem_bytes: int) -> int:
