@@ -61,6 +61,7 @@ class Family:
       102.4 GB/s, which Apple rounds to 100).
     """
     name: str
+    base_chip: str  # the chip the figures below are those of (host.PEAK_GBPS's name for it)
     # 64-bit atomic min/max on device memory (MSL 2.4, specification 6.15.4.6; the Metal feature set tables give
     # Apple9, and Apple8 GPUs in Macs in part: only Apple9 is assumed). The lowering emits them and the emulator's
     # compat header accepts them only where this is true.
@@ -71,14 +72,19 @@ class Family:
     mem_clock_mhz: int = 2133
     mem_bus_bits: int = 128
 
+    @property
+    def peak_fp32_flops(self) -> float:
+        """The base chip's peak FP32 FLOP/s, by Apple's formula above."""
+        return self.gpu_cores * 128 * 2 * self.gpu_clock_mhz * 1e6
+
 
 # GPU families by name (apple7: M1, apple8: M2, apple9: M3 and M4)
 GPU_FAMILIES: Dict[str, Family] = {
-    "apple7": Family("apple7", atomic_ulong_min_max=False, gpu_cores=8,
+    "apple7": Family("apple7", "M1", atomic_ulong_min_max=False, gpu_cores=8,
                      gpu_clock_mhz=1278, mem_clock_mhz=2133, mem_bus_bits=128),  # LPDDR4X-4266
-    "apple8": Family("apple8", atomic_ulong_min_max=False, gpu_cores=10,
+    "apple8": Family("apple8", "M2", atomic_ulong_min_max=False, gpu_cores=10,
                      gpu_clock_mhz=1398, mem_clock_mhz=3200, mem_bus_bits=128),  # LPDDR5-6400
-    "apple9": Family("apple9", atomic_ulong_min_max=True, gpu_cores=10,
+    "apple9": Family("apple9", "M3", atomic_ulong_min_max=True, gpu_cores=10,
                      gpu_clock_mhz=1380, mem_clock_mhz=3200, mem_bus_bits=128),  # M3: LPDDR5-6400
 }
 # Registers one thread can address (Asahi Linux: 128 32-bit registers, i.e. 256 16-bit halves).

@@ -1,7 +1,7 @@
 """The roofline of a profiled launch on Apple GPUs: the bound each family's base chip puts on it, and its plot.
 
-Per GPU family (`target.GPU_FAMILIES`), its base chip's peak FP32 rate, cores x 128 lanes x 2 FLOPs x clock
-(Apple's own formula for its TFLOPS figures), and that chip's peak DRAM bandwidth from the one chip table
+Per GPU family (`target.GPU_FAMILIES`), its base chip's peak FP32 rate (`Family.peak_fp32_flops`: Apple's own
+formula for its TFLOPS figures), and that chip's peak DRAM bandwidth from the one chip table
 (`host.PEAK_GBPS`). A launch's profile (`tools.profile_dict`) gives the FLOPs the profiler counts
 (`simdgroup_matrix` multiplies and `fma()` calls: elementwise math is not counted) and the bytes: its arithmetic
 intensity is counted FLOPs over the minimal bytes (what any kernel computing the same thing must move), and its
@@ -17,8 +17,6 @@ from typing import List, Optional
 from ..host import peak_bandwidth
 from ..target import GPU_FAMILIES
 
-# The chip of the table each family's figures are those of (target.Family documents its base chip's numbers).
-BASE_CHIPS = {"apple7": "M1", "apple8": "M2", "apple9": "M3"}
 # One colour per family in the plot (matplotlib's default cycle, so the legend reads as usual).
 COLOURS = {"apple7": "#1f77b4", "apple8": "#2ca02c", "apple9": "#d62728"}
 # M2 and M3 share a bandwidth and nearly a peak: M2's wider line stays visible around M3's.
@@ -47,12 +45,11 @@ class Roof:
 def roofs() -> List[Roof]:
     """Every family whose base chip the chip table has, oldest first."""
     out = []
-    for family, chip in BASE_CHIPS.items():
-        f = GPU_FAMILIES[family]
-        gbps, _ = peak_bandwidth(chip, f.gpu_cores)
+    for family, f in GPU_FAMILIES.items():
+        gbps, _ = peak_bandwidth(f.base_chip, f.gpu_cores)
         if gbps is None:
-            raise RuntimeError(f"roofline: chip {chip} of family {family} is not in host.PEAK_GBPS")
-        out.append(Roof(family, chip, f.gpu_cores * 128 * 2 * f.gpu_clock_mhz * 1e6, gbps * 1e9))
+            raise RuntimeError(f"roofline: chip {f.base_chip} of family {family} is not in host.PEAK_GBPS")
+        out.append(Roof(family, f.base_chip, f.peak_fp32_flops, gbps * 1e9))
     return out
 
 
