@@ -4,8 +4,9 @@
 
 // @helper tt_atomic16_word
 /// 16-bit atomics: Metal's atomics are 32-bit, so these update one 16-bit half (at bit `shift`, little-endian) of a
-/// 32-bit word with a compare-and-swap loop (relaxed, like every Metal atomic; callers add fences for sem).
-template <typename T> static inline T tt_atomic_add16_word(device atomic_uint* word, uint shift, T v) {
+/// 32-bit word with a compare-and-swap loop (relaxed, like every Metal atomic; callers add fences for sem). The add
+/// takes the word in device or threadgroup memory (`W`: `device atomic_uint*` or `threadgroup atomic_uint*`).
+template <typename T, typename W> static inline T tt_atomic_add16_word(W word, uint shift, T v) {
     uint old = atomic_load_explicit(word, memory_order_relaxed);
     while (true) {
         const T cur = as_type<T>(ushort(old >> shift));
@@ -93,20 +94,11 @@ static inline float tt_tg_atomic_fadd32(threadgroup atomic_uint* p, float v) {
 }
 
 // @helper tt_tg_atomic_add16
-/// 16-bit float add on threadgroup memory: the half at byte `byte` of the threadgroup array `base` is updated in
-/// its 32-bit word with a compare-and-swap loop (the word and half from the byte offset, as tt_atomic16_at does).
+// @requires tt_atomic16_word
+/// 16-bit float add on threadgroup memory: the half at byte `byte` of the threadgroup array `base`, updated in its
+/// 32-bit word (the word and half from the byte offset, as tt_atomic16_at does).
 template <typename T> static inline T tt_tg_atomic_add16(threadgroup uchar* base, ulong byte, T v) {
-    threadgroup atomic_uint* word = (threadgroup atomic_uint*)(base + (byte & ~3ul));
-    const uint shift = uint(byte & 2ul) * 8u;
-    uint old = atomic_load_explicit(word, memory_order_relaxed);
-    while (true) {
-        const T cur = as_type<T>(ushort(old >> shift));
-        const T sum = T(float(cur) + float(v));
-        const uint repl = (old & ~(0xFFFFu << shift)) | (uint(as_type<ushort>(sum)) << shift);
-        if (atomic_compare_exchange_weak_explicit(word, &old, repl, memory_order_relaxed, memory_order_relaxed)) {
-            return cur;
-        }
-    }
+    return tt_atomic_add16_word((threadgroup atomic_uint*)(base + (byte & ~3ul)), uint(byte & 2ul) * 8u, v);
 }
 
 // @helper tt_atomic_add64
