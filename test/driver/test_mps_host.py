@@ -2,6 +2,7 @@
 `torch.mps.Event` (whose host-callback timing fails on short intervals; the stand-in refuses any use of it),
 peak-memory statistics, the device properties libraries read, and pointer tables refused with the reason."""
 import time
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -54,12 +55,15 @@ def test_the_driver_benchmarker_amortises_synchronisation(mps, monkeypatch):
     syncs = [0]
     monkeypatch.setattr(torch.mps, "synchronize", lambda: syncs.__setitem__(0, syncs[0] + 1))
     calls = [0]
+    # mps_host's clock advances by 2**-13 s (0.12 ms, exact in binary) per call and not otherwise, so the batch sizes
+    # it picks do not depend on how busy the machine running the test is (on the wall clock, a preempted call made
+    # batches of two calls)
+    clock = [0.0]
+    monkeypatch.setattr(mps_host, "time", SimpleNamespace(perf_counter=lambda: clock[0]))
 
     def fn():
         calls[0] += 1
-        end = time.perf_counter() + 1e-4
-        while time.perf_counter() < end:
-            pass
+        clock[0] += 2.0**-13
 
     ms = mps_host.do_bench(fn, warmup=1, rep=20)
     assert ms >= 0.1
