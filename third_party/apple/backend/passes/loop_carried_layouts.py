@@ -21,7 +21,7 @@ from typing import Dict, List, Optional, Set, Tuple
 from ..ir import Function, Module, Op, Value
 from ..ir.types import AppleMmaEncoding, BlockedEncoding, Encoding, SliceEncoding, TensorType
 from .operands_in_registers import is_elementwise
-from .rewrite import convert_layout, function_ops, insert_after, insert_before, replace_uses, uses
+from .rewrite import convert_layout, drop_unread, function_ops, insert_after, insert_before, replace_uses, uses
 
 _REBUILT = ("tt.splat", "arith.constant")  # cloned in the new layout wherever they are defined
 _PURE = ("ttg.convert_layout", "tt.expand_dims", "tt.broadcast", "tt.splat", "arith.constant", "tt.make_range")
@@ -195,11 +195,4 @@ def _rebuild(v: Value, target: Encoding, new_of: Dict[int, Value]) -> Optional[V
 
 def _drop_dead(fn: Function) -> None:
     """Side-effect-free ops whose results nobody reads go (the old-layout twins)."""
-    changed = True
-    while changed:
-        changed = False
-        for op in [o for o in fn.walk() if o.name in _PURE or is_elementwise(o)]:
-            if op.parent is not None and not any(True for r in op.results for _ in uses(function_ops(fn), r)):
-                op.parent.ops.remove(op)
-                op.parent = None
-                changed = True
+    drop_unread(fn, lambda o: o.name in _PURE or is_elementwise(o))

@@ -22,7 +22,7 @@ from typing import Dict, List, Optional, Tuple
 
 from ..ir import Block, Function, Module, Op, Value
 from ..ir.types import AppleMmaEncoding, DotOperandEncoding, Encoding, MemDescType, SliceEncoding, TensorType
-from .rewrite import convert_layout, function_ops, insert_after, insert_before, uses
+from .rewrite import convert_layout, function_ops, insert_after, insert_before, drop_unread, uses
 
 MAX_OPERAND_REGS = 128  # fragment elements per thread an operand may keep in registers across a loop
 
@@ -202,13 +202,7 @@ def _drop_unused_converts(fn: Function) -> None:
                     u.operands[i] = first
             else:
                 op.operands[0] = first
-    changed = True
-    while changed:
-        changed = False
-        for op in [o for o in fn.walk() if o.name == "ttg.convert_layout"]:
-            if not list(uses(function_ops(fn), op.result)):
-                op.parent.ops.remove(op)
-                changed = True
+    drop_unread(fn, lambda o: o.name == "ttg.convert_layout")
 
 
 def _loop_of(op: Op) -> Optional[Op]:

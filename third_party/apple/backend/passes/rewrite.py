@@ -1,7 +1,8 @@
 """Small IR-editing helpers for the Apple passes: creating ops, inserting them, replacing uses."""
 from __future__ import annotations
 
-from typing import Iterable, List, Optional
+import collections
+from typing import Callable, Iterable, List, Optional
 
 from ..ir import Block, Function, Op, Value
 from ..ir.types import Type
@@ -38,6 +39,25 @@ def uses(root_ops: Iterable[Op], v: Value):
             for i, operand in enumerate(op.operands):
                 if operand is v:
                     yield op, i
+
+
+def drop_unread(fn: Function, removable: Callable[[Op], bool]) -> None:
+    """Remove every op accepted by `removable` whose results nobody reads, then the ops that only those read,
+    until none is left: dead-code removal over read counts taken once (one walk of the function, then work
+    proportional to what goes, where asking `uses` per op walked the function again for each)."""
+    reads: collections.Counter = collections.Counter(id(v) for op in fn.walk() for v in op.operands)
+    work = [op for op in fn.walk() if removable(op)]
+    while work:
+        op = work.pop()
+        if op.parent is None or any(reads[id(r)] for r in op.results):
+            continue
+        op.parent.ops.remove(op)
+        op.parent = None
+        for gone in op.walk():
+            for v in gone.operands:
+                reads[id(v)] -= 1
+                if not reads[id(v)] and isinstance(v.owner, Op) and removable(v.owner):
+                    work.append(v.owner)
 
 
 def replace_uses(root_ops: Iterable[Op], old: Value, new: Value, skip: Optional[Op] = None) -> None:
