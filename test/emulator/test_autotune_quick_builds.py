@@ -1,5 +1,7 @@
-"""Autotune configs being timed run on quick (-O0) libraries; the chosen config runs on the optimised one
-(emulator/tuning.py). The premise: the two libraries of one MSL compute the same bits."""
+"""Which library of a kernel runs (emulator/tuning.py): autotune configs being timed run on quick (-O0)
+libraries; other launches start on the optimised library if it exists, else on the quick one, and move to the
+optimised one once the kernel has run long enough. The premise: the two libraries of one MSL compute the same
+bits."""
 import re
 
 import pytest
@@ -56,7 +58,8 @@ def test_the_quick_and_the_optimised_library_compute_the_same_bits(monkeypatch, 
     function = compiled.function
     assert function._kernel.quick
     quick_out = [t.clone() for t in quick_out]
-    _, optimised_out = run(block)  # the same compiled kernel outside: its optimised library from now on
+    monkeypatch.setenv("TRITON_APPLE_EMULATOR_OPTIMISE_AFTER_MS", "0")
+    _, optimised_out = run(block)  # the same compiled kernel outside, optimised at once: its optimised library
     assert not function._kernel.quick
     for q, o in zip(quick_out, optimised_out):
         assert torch.equal(q.view(torch.uint8), o.view(torch.uint8))
@@ -74,6 +77,7 @@ def _scaled(x_ptr, out_ptr, n, SCALE: tl.constexpr):
 def _tune_scaled(monkeypatch, capfd, quick: str, n: int) -> str:
     """Runs `_scaled` autotuned afresh (its configs compiled again) on `n` elements; returns the compile log."""
     monkeypatch.setenv("TRITON_APPLE_EMULATOR_AUTOTUNE_QUICK", quick)
+    monkeypatch.setenv("TRITON_APPLE_EMULATOR_OPTIMISE_AFTER_MS", "0")  # the chosen config optimised at once
     monkeypatch.setenv("TRITON_APPLE_LOG_COMPILES", "1")
     monkeypatch.setenv("TRITON_ALWAYS_COMPILE", "1")
     x = torch.arange(100, dtype=torch.float32)
@@ -88,11 +92,33 @@ def test_configs_are_timed_on_quick_libraries_and_the_chosen_one_runs_optimised(
     log = _tune_scaled(monkeypatch, capfd, "1", 100)
     libraries = re.findall(r"kernel '_scaled' emulator library (?:compiled by clang in \d+ ms|loaded from the cache)"
                            r" \(([^)]*)\)", log)
-    quick = [w for w in libraries if w.endswith("-O0: an autotune config being timed")]
+    quick = [w for w in libraries if w.endswith("-O0: a quick library")]
     assert len(quick) == 3, log  # every config, timed on an -O0 library
     assert len(libraries) == 4, log  # and the chosen one's optimised library for the call's own launch
     best = _scaled.best_config
     assert best in _scaled.configs_timings
+
+
+@triton.autotune(configs=[triton.Config({"SCALE": 3}, num_warps=1), triton.Config({"SCALE": 3}, num_warps=2)],
+                 key=["n"])
+@triton.jit
+def _scaled_once(x_ptr, out_ptr, n, SCALE: tl.constexpr):  # compiled by the next test only
+    offs = tl.arange(0, 128)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) * SCALE, mask=mask)
+
+
+def test_the_chosen_config_stays_on_its_quick_library_while_it_runs_briefly(monkeypatch, capfd, fresh_cache):
+    monkeypatch.setenv("TRITON_APPLE_EMULATOR_AUTOTUNE_QUICK", "1")
+    monkeypatch.setenv("TRITON_APPLE_EMULATOR_OPTIMISE_AFTER_MS", "60000")
+    monkeypatch.setenv("TRITON_APPLE_LOG_COMPILES", "1")
+    x = torch.arange(100, dtype=torch.float32)
+    out = torch.zeros(100)
+    _scaled_once[(1, )](x, out, 90)
+    assert torch.equal(out[:90], x[:90] * 3) and not out[90:].any()
+    log = capfd.readouterr().err
+    libraries = re.findall(r"kernel '_scaled_once' emulator library [^(]*\(([^)]*)\)", log)
+    assert len(libraries) == 2 and all(w.endswith("-O0: a quick library") for w in libraries), log
 
 
 def test_the_knob_times_configs_on_optimised_libraries(monkeypatch, capfd):
@@ -131,3 +157,46 @@ def test_other_failures_of_a_quick_library_are_reported_as_they_are(monkeypatch)
     monkeypatch.setenv("TRITON_APPLE_EMULATOR_AUTOTUNE_QUICK", "1")
     with tuning.timing_configs(), pytest.raises(EmulatorLaunchError, match="planted"):
         _run_int(64)
+
+
+def _float_mix_function(block: int):
+    compiled, out = _run_float(block)
+    return compiled.function, [t.clone() for t in out]
+
+
+def test_a_kernel_starts_quick_and_moves_to_its_optimised_library_after_running_long_enough(monkeypatch,
+                                                                                            fresh_cache):
+    monkeypatch.setenv("TRITON_ALWAYS_COMPILE", "1")  # a fresh load: no library of this process is reused
+    monkeypatch.setenv("TRITON_APPLE_EMULATOR_OPTIMISE_AFTER_MS", "0.000001")  # any launch is long enough
+    block = 128
+    function, first = _float_mix_function(block)
+    assert function._kernel.quick and function._optimised is None
+    _, second = _run_float(block)  # has run long enough: the optimised build starts; this launch stays quick
+    assert function._kernel.quick and function._optimised is not None
+    assert not function._optimised.result().quick
+    _, third = _run_float(block)  # built: from now on the optimised library
+    assert not function._kernel.quick
+    for a, b, c in zip(first, second, third):
+        assert torch.equal(a.view(torch.uint8), b.view(torch.uint8))
+        assert torch.equal(a.view(torch.uint8), c.view(torch.uint8))
+    # a later load of the same kernel finds the optimised library in the cache and starts on it
+    function, again = _float_mix_function(block)
+    assert not function._kernel.quick
+    assert all(torch.equal(a.view(torch.uint8), b.view(torch.uint8)) for a, b in zip(first, again))
+
+
+def test_a_kernel_that_runs_briefly_is_never_built_optimised(monkeypatch, fresh_cache):
+    monkeypatch.setenv("TRITON_ALWAYS_COMPILE", "1")
+    monkeypatch.setenv("TRITON_APPLE_EMULATOR_OPTIMISE_AFTER_MS", "60000")
+    function, first = _float_mix_function(64)
+    for _ in range(3):
+        _, out = _run_float(64)
+        assert all(torch.equal(a, b) for a, b in zip(first, out))
+    assert function._kernel.quick and function._optimised is None
+
+
+def test_with_the_knob_at_zero_every_kernel_runs_optimised_from_its_first_launch(monkeypatch):
+    monkeypatch.setenv("TRITON_ALWAYS_COMPILE", "1")
+    monkeypatch.setenv("TRITON_APPLE_EMULATOR_OPTIMISE_AFTER_MS", "0")
+    function, _ = _float_mix_function(32)
+    assert not function._kernel.quick

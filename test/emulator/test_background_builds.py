@@ -72,3 +72,22 @@ def test_a_child_forked_with_a_build_pending_builds_on_its_own():
     y = torch.empty_like(x)
     _add_const[(1, )](x, y, 8, C=c, BLOCK=8)
     torch.testing.assert_close(y, x + c)
+
+
+def test_the_driver_starts_building_the_runtime_before_any_kernel_is_compiled(tmp_path):
+    # a fresh process and cache: making the driver is enough for the runtime to be built and loaded, so its
+    # one-time build runs while the first kernels are lowered rather than before their first launch
+    import subprocess
+    import sys
+    code = ("import triton\n"
+            "from triton.backends.apple.driver import AppleDriver\n"
+            "from triton.backends.apple.emulator import background, library\n"
+            "assert not library.runtime_loaded()\n"
+            "AppleDriver('emulator')\n"
+            "background._runtime.result(timeout=300)\n"
+            "assert library.runtime_loaded()\n"
+            "print('ok')\n")
+    env = dict(os.environ, TRITON_CACHE_DIR=str(tmp_path / "cache"), TRITON_APPLE_DEVICE="emulator")
+    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0 and res.stdout.strip() == "ok", res.stderr
+    assert list((tmp_path / "cache" / "apple_emulator").glob("runtime-*"))

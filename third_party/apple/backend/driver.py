@@ -125,7 +125,8 @@ class EmulatorDeviceInterface:
 
 class EmulatorFunction:
     """What `load_binary` returns on the emulator: the kernel's MSL, compiled by clang on first launch, where
-    the launcher can map compiler errors back to Triton ops through the kernel's location map."""
+    the launcher can map compiler errors back to Triton ops through the kernel's location map. Which of its two
+    libraries (quick or optimised) a launch runs is emulator/tuning.py's rule, kept here."""
 
     def __init__(self, name: str, source: Union[str, bytes], build_now: bool = False):
         from .emulator import tuning
@@ -133,7 +134,9 @@ class EmulatorFunction:
         self.source = source
         self._kernel = None
         self._build = None
-        self._quick = tuning.quick_builds()  # loaded while autotune configs are timed: an -O0 library first
+        self._quick = tuning.first_library()  # compile_msl's `quick` for the first library
+        self._optimised = None  # the optimised library's build, started while the quick one serves launches
+        self._quick_seconds = 0.0  # time spent running the quick library (outside autotune timing)
         if build_now:  # started in the background, joined at the first launch (emulator/background.py)
             from .emulator import background
             self._build = background.start(source, name, self._quick)
@@ -143,13 +146,18 @@ class EmulatorFunction:
         return self._kernel is not None
 
     def compiled(self, locations: MslLocations):
-        """The library to launch: the quick one while autotune configs are timed, the optimised one from the
-        first launch outside that on (the config the autotuner chose; emulator/tuning.py)."""
-        from .emulator import tuning
+        """The library to launch now (tuning.py): the quick one while autotune configs are timed; outside that,
+        the optimised one as soon as it is built, which starts once the kernel has run long enough on the quick
+        one (or at once, when the knob says every kernel runs optimised)."""
+        from .emulator import background, tuning
         if self._kernel is not None and self._kernel.quick and not tuning.quick_builds():
-            self.optimise()
+            after = tuning.optimise_after()
+            if after is None or (self._optimised is not None and self._optimised.done()):
+                self.optimise()
+            elif self._optimised is None and self._quick_seconds >= after:
+                self._optimised = background.start(self.source, self.name, False)
         if self._kernel is None:
-            from .emulator import EmulatorCompileError, background
+            from .emulator import EmulatorCompileError
             try:
                 self._kernel = background.result(self._build, self.source, self.name, self._quick)
                 self._build = None
@@ -158,9 +166,16 @@ class EmulatorFunction:
                                            e.kernel_name) from None
         return self._kernel
 
+    def ran(self, kernel, seconds: float) -> None:
+        """A launch of `kernel` (one of this function's libraries) ran for `seconds`."""
+        from .emulator import tuning
+        if kernel.quick and not tuning.quick_builds():
+            self._quick_seconds += seconds
+
     def optimise(self) -> None:
-        """Launch the optimised library from now on (built, or loaded from the cache, at the next launch)."""
-        self._kernel, self._build, self._quick = None, None, False
+        """Launch the optimised library from now on: built (or loaded from the cache, or joined where its build
+        runs in the background) at the next launch."""
+        self._kernel, self._build, self._quick, self._optimised = None, self._optimised, False, None
 
 
 def registers_per_thread(max_threads: int, fam: str) -> int:
@@ -474,12 +489,14 @@ class EmulatorLaunch:
         added = la.added_buffers("cpu")
         try:
             try:
+                started = time.perf_counter()
                 kernel.run(plan, grid, (la.threads, 1, 1), args, tuple(added.values()), enter_hook, launch_metadata)
+                function.ran(kernel, time.perf_counter() - started)
             except Exception as e:
                 if not (kernel.quick and getattr(e, "kind", None) == "stack_overflow"):
                     raise
-                # an -O0 library's frames are larger than the optimised one's: time this config on that (the
-                # failed launch left every argument as it was)
+                # an -O0 library's frames are larger than the optimised one's: run on that (the failed launch
+                # left every argument as it was)
                 function.optimise()
                 kernel = function.compiled(la.locations)
                 kernel.run(self._native_plan(kernel), grid, (la.threads, 1, 1), args, tuple(added.values()),
@@ -594,6 +611,9 @@ class AppleDriver(DriverBase):
         if self.mode == "off":  # made active explicitly (TRITON_DEFAULT_BACKEND=apple): run on the emulator
             self.mode = "emulator"
         self.utils = AppleUtils(self.mode)
+        if self.mode == "emulator":  # the first launch needs the runtime: build it while kernels are lowered
+            from .emulator import background
+            background.prepare_runtime()
         self.launcher_cls = AppleLauncher
 
     @staticmethod

@@ -138,6 +138,12 @@ emulator_autotune_quick = Knob("TRITON_APPLE_EMULATOR_AUTOTUNE_QUICK", True,
                                 "build the libraries of autotune configs being timed on the emulator at -O0 "
                                 "(emulator/tuning.py); the config chosen runs on an optimised library", _flag)
 
+emulator_optimise_after_ms = Knob("TRITON_APPLE_EMULATOR_OPTIMISE_AFTER_MS", 200.0,
+                                  "milliseconds a kernel runs on its quick (-O0) library on the emulator before "
+                                  "its optimised one is built, in the background (emulator/tuning.py); 0: every "
+                                  "kernel is built optimised for its first launch",
+                                  _non_negative(float, "a non-negative number of milliseconds"))
+
 emulator_max_loaded = Knob("TRITON_APPLE_EMULATOR_MAX_LOADED", 256,
                            "kernel libraries the emulator keeps loaded at once (least recently launched are "
                            "unloaded first, and loaded again when launched)", _count)

@@ -28,21 +28,44 @@ def workers() -> int:
     return max(2, min(8, os.cpu_count() or 1))
 
 
-def start(source: Union[str, bytes], kernel_name: str, quick: bool = False) -> Future:
-    """Start building `kernel_name`'s library from `source` (`compile_msl` in a worker thread; `quick`: at -O0,
-    see tuning.py)."""
-    global _pool, _pool_pid
+def start(source: Union[str, bytes], kernel_name: str, quick: Optional[bool] = False) -> Future:
+    """Start building `kernel_name`'s library from `source` (`compile_msl` in a worker thread; `quick` as
+    `compile_msl`'s, see tuning.py)."""
     from .kernel import compile_msl
     with _lock:
-        if _pool is None or _pool_pid != os.getpid():
-            _pool = ThreadPoolExecutor(max_workers=workers(), thread_name_prefix="apple-emulator-build")
-            _pool_pid = os.getpid()
-        future = _pool.submit(compile_msl, source, kernel_name, quick)
+        future = _submit(compile_msl, source, kernel_name, quick)
     future.pid = os.getpid()
     return future
 
 
-def result(future: Optional[Future], source: Union[str, bytes], kernel_name: str, quick: bool = False):
+def _submit(fn, *args) -> Future:
+    """`fn(*args)` in the pool (made afresh in a forked child); the caller holds `_lock`."""
+    global _pool, _pool_pid
+    if _pool is None or _pool_pid != os.getpid():
+        _pool = ThreadPoolExecutor(max_workers=workers(), thread_name_prefix="apple-emulator-build")
+        _pool_pid = os.getpid()
+    return _pool.submit(fn, *args)
+
+
+_runtime: Optional[Future] = None
+
+
+def prepare_runtime() -> None:
+    """Start building and loading the emulator runtime (`library.runtime_library`) in the pool, once per
+    process, unless it is loaded already: its build (seconds, once per cache) then runs beside the lowering and
+    the library builds of the first kernels instead of before their first launch, which waits for it."""
+    global _runtime
+    from . import library
+    if library.runtime_loaded():
+        return
+    with _lock:
+        if _runtime is not None and _runtime.pid == os.getpid():
+            return
+        _runtime = _submit(library.runtime_library)
+        _runtime.pid = os.getpid()
+
+
+def result(future: Optional[Future], source: Union[str, bytes], kernel_name: str, quick: Optional[bool] = False):
     """The EmulatorKernel `future` (from :func:`start`) builds, or its error; built here (`quick` as
     :func:`start`'s) when there is no future or it belongs to the process this one was forked from."""
     if future is None or getattr(future, "pid", None) != os.getpid():
@@ -52,9 +75,10 @@ def result(future: Optional[Future], source: Union[str, bytes], kernel_name: str
 
 
 def _after_fork_in_child() -> None:
-    global _lock, _pool
+    global _lock, _pool, _runtime
     _lock = threading.Lock()
     _pool = None  # its threads are the parent's; the child starts its own pool when it needs one
+    _runtime = None
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)

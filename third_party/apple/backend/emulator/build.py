@@ -17,8 +17,8 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from .. import compile_log, knobs
 from ..abi.msl_locations import error_lines
-from .cache import (LOW_SPACE, cache_root, cached_entry, file_mode, free_bytes, hash_parts, tmp_name, unlink_quietly,
-                    write_file)
+from .cache import (LOW_SPACE, cache_root, cached_entry, entry_finished, file_mode, free_bytes, hash_parts, tmp_name,
+                    unlink_quietly, write_file)
 from .clang import (KERNEL_FLAGS, QUICK_KERNEL_FLAGS, RUNTIME_FLAGS, SHLIB_SUFFIX, TOOL_FLAGS, compiler_version,
                     extra_link_flags, find_compiler, host_arch_flags, target_defines)
 from .errors import EmulatorCacheIOError, EmulatorCacheWarning, EmulatorCompileError, EmulatorError
@@ -209,6 +209,16 @@ def kernel_key(source: str, kernel_name: str, trampoline: str, tools: bool = Fal
                  *[k.encode() + b"=" + v for k, v in sorted(srcs.items())], source, kernel_name, trampoline)[:40]
 
 
+def kernel_dir(key: str) -> Path:
+    """The cache entry of the kernel library with key `key` (:func:`kernel_key`)."""
+    return cache_root() / key[:2] / key
+
+
+def kernel_built(key: str) -> bool:
+    """Whether the cache holds the kernel library with key `key` (a look at its manifest, nothing loaded)."""
+    return entry_finished(kernel_dir(key))
+
+
 def build_kernel(source: str, kernel_name: str, trampoline: str, trampoline_lines: Dict[int, int],
                  sig_line: int, original_source: str, tools: bool = False, quick: bool = False) -> Tuple[Path, bool]:
     """Compile a kernel; returns (shared object, was_cached). Raises EmulatorCompileError. ``tools``: the build for
@@ -219,7 +229,7 @@ def build_kernel(source: str, kernel_name: str, trampoline: str, trampoline_line
     quick = quick and not tools
     flags = _kernel_flags(quick)
     key = kernel_key(source, kernel_name, trampoline, tools, quick)
-    out_dir = cache_root() / key[:2] / key
+    out_dir = kernel_dir(key)
     msl_name = f"{kernel_name}.metal"
 
     def build(directory: Path):
@@ -249,7 +259,7 @@ def build_kernel(source: str, kernel_name: str, trampoline: str, trampoline_line
 
     hit = cached_entry(out_dir, [KERNEL_LIB, msl_name, "entry.cpp"], timed_build, f"kernel '{kernel_name}'")
     compile_log.emit(kernel_name, compile_log.LOADED if hit else compile_log.COMPILED, "emulator", sum(clang),
-                     str(out_dir) + (", -O0: an autotune config being timed" if quick else ""))
+                     str(out_dir) + (", -O0: a quick library" if quick else ""))
     return out_dir / KERNEL_LIB, hit
 
 

@@ -198,6 +198,12 @@ def _file_record(path: Path) -> Dict[str, object]:
     return {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
 
 
+def entry_finished(directory: Path) -> bool:
+    """Whether the entry `directory` was once completed (its manifest exists): a cheap look that reads no
+    file; loading the entry still checks it."""
+    return (directory / _MANIFEST).is_file()
+
+
 def _verify(directory: Path, required: List[str]) -> Optional[str]:
     """None if the entry is complete and intact; "" if it was never finished (no manifest); otherwise what is
     wrong with it, naming the file."""

@@ -511,11 +511,21 @@ def clear_memory_cache() -> None:
         _memory_cache.clear()
 
 
-def compile_msl(source: Union[str, bytes], kernel_name: str, quick: bool = False) -> EmulatorKernel:
+def _optimised_library_exists(key: str) -> bool:
+    with _compile_lock:
+        k = _memory_cache.get(key)
+        if k is not None and k.so_path.is_file():
+            return True
+    return build.kernel_built(key)
+
+
+def compile_msl(source: Union[str, bytes], kernel_name: str, quick: Optional[bool] = False) -> EmulatorKernel:
     """Compile ``kernel_name`` from MSL ``source`` for the emulator (cached on disk under
     ``<triton cache dir>/apple_emulator``; the compiled kernels of this process are also kept in memory, at
-    most ``TRITON_APPLE_EMULATOR_MAX_LOADED`` of them). ``quick``: built at -O0 (``clang.QUICK_KERNEL_FLAGS``), for
-    autotune configs being timed (tuning.py); the kernel's ``quick`` attribute says which it is."""
+    most ``TRITON_APPLE_EMULATOR_MAX_LOADED`` of them). ``quick``: True, the quick library (-O0,
+    ``clang.QUICK_KERNEL_FLAGS``); False, the optimised one; None, the optimised one if this process or the
+    cache has it already, else the quick one (a kernel's first library, tuning.py). The kernel's ``quick``
+    attribute says which it is."""
     if isinstance(source, (bytes, bytearray)):
         try:
             source = bytes(source).decode()
@@ -530,6 +540,8 @@ def compile_msl(source: Union[str, bytes], kernel_name: str, quick: bool = False
     rewritten = _sig.rewrite_source(source)
     msl_name = f"{kernel_name}.metal"
     trampoline, tramp_lines = _sig.make_trampoline(sig, msl_name)
+    if quick is None:
+        quick = not _optimised_library_exists(build.kernel_key(rewritten, kernel_name, trampoline))
     key = build.kernel_key(rewritten, kernel_name, trampoline, quick=quick)
     with _compile_lock:
         k = _memory_cache.get(key)
@@ -537,7 +549,8 @@ def compile_msl(source: Union[str, bytes], kernel_name: str, quick: bool = False
             _memory_cache.move_to_end(key)
             k._tools = _tools.knob_tools()  # the tools knobs as they are at this compile
             return k
-    runtime_library()  # built and loaded (RTLD_GLOBAL) before any kernel
+    from . import background
+    background.prepare_runtime()  # built beside this kernel's library (a first launch needs both)
 
     def rebuild() -> Tuple[Path, bool]:
         return build.build_kernel(rewritten, kernel_name, trampoline, tramp_lines, sig.line, source, quick=quick)
@@ -548,6 +561,7 @@ def compile_msl(source: Union[str, bytes], kernel_name: str, quick: bool = False
     so, hit = rebuild()
     if not hit:
         LOADED_LIBRARIES.forget(so)
+    runtime_library()  # built and loaded (RTLD_GLOBAL) before any kernel library is loaded
     k = EmulatorKernel(kernel_name, source, sig, so, hit, rebuild, build_tools, quick)
     with _compile_lock:
         _memory_cache[key] = k

@@ -23,6 +23,11 @@ _lib = None
 _lib_lock = threading.Lock()
 
 
+def runtime_loaded() -> bool:
+    """Whether this process has loaded the runtime already."""
+    return _lib is not None
+
+
 def runtime_library() -> ctypes.CDLL:
     """The loaded runtime (built on first use). Loaded RTLD_GLOBAL: kernels resolve their hooks in it."""
     global _lib

@@ -1,18 +1,25 @@
-"""Quick libraries for autotune configs while they are timed.
+"""Which of a kernel's two libraries runs on the emulator: the quick one or the optimised one.
 
-`@triton.autotune` compiles every config of a kernel and times each; on the emulator that timing ranks CPU
-emulation and predicts nothing about a GPU, and all but one config are never launched again. While the
-driver's benchmarker times configs (:func:`timing_configs`), the libraries built for kernels loaded in that
-time are quick ones: the same MSL compiled at -O0 (`clang.QUICK_KERNEL_FLAGS`), about 8x less clang time for a large
-kernel, the same results. The config that wins is launched afterwards outside the benchmarker, and its first
-such launch builds (or loads) the optimised library, which every later launch uses (`driver.EmulatorFunction`).
-`TRITON_APPLE_EMULATOR_AUTOTUNE_QUICK=0` times configs on optimised libraries instead.
+Every kernel has two libraries built from the same MSL with the same rules for every floating-point and integer
+operation: a quick one (-O0, `clang.QUICK_KERNEL_FLAGS`: several times less clang time than the optimised one for a
+large kernel, up to about 3x slower runs) and the optimised one (-O2). They compute the same bits
+(test/emulator/test_autotune_quick_builds.py). Which one a launch uses:
+
+* **autotune configs being timed** (:func:`timing_configs`, the driver's benchmarker) run on quick libraries:
+  the timing ranks CPU emulation and predicts nothing about a GPU, and all but one config never run again
+  (`TRITON_APPLE_EMULATOR_AUTOTUNE_QUICK=0` times them on optimised libraries);
+* **any other launch** starts on the optimised library if this process or the cache has it, else on the quick
+  one; once the kernel has spent `TRITON_APPLE_EMULATOR_OPTIMISE_AFTER_MS` running on the quick library, the
+  optimised one is built in the background and launches move to it when it is ready (`driver.EmulatorFunction`).
+  Building optimised code for a kernel that ran only briefly would cost more clang time than it could save
+  (a rent-or-buy choice: buy once the rent paid reaches about the price of a typical optimised build). With
+  the knob at 0, every kernel is built optimised for its first launch.
 """
 from __future__ import annotations
 
 import contextlib
 from contextvars import ContextVar
-from typing import Iterator
+from typing import Iterator, Optional
 
 from .. import knobs
 
@@ -30,5 +37,20 @@ def timing_configs() -> Iterator[None]:
 
 
 def quick_builds() -> bool:
-    """Whether a library built now, on this thread, is a quick one."""
+    """Whether a library built now, on this thread, is a quick one because autotune configs are being timed."""
     return _timing.get() and knobs.emulator_autotune_quick.get()
+
+
+def first_library() -> Optional[bool]:
+    """`compile_msl`'s `quick` for a kernel loaded now: True (quick) while configs are timed, None (the
+    optimised library if it exists, else the quick one) when kernels start quick, else False (optimised)."""
+    if _timing.get():
+        return knobs.emulator_autotune_quick.get()
+    return None if optimise_after() is not None else False
+
+
+def optimise_after() -> Optional[float]:
+    """Seconds of running on its quick library after which a kernel's optimised library is built; None when
+    every kernel is built optimised for its first launch."""
+    ms = knobs.emulator_optimise_after_ms.get()
+    return ms / 1000.0 if ms > 0 else None
