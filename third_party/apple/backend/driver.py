@@ -283,12 +283,14 @@ def _time_configs_on_the_emulator(fn, rep: float = 5.0, grad_to_none=None, quant
                                   return_mode: str = "mean"):
     """What the autotuner times a config with on the emulator, with `triton.testing.do_bench`'s parameters and
     results (`mps_host.summarize`): one untimed call (it compiles the config), then timed calls until `rep`
-    milliseconds are spent (at least one), the kernels they load built quickly (emulator/tuning.py). Launches on
+    milliseconds are spent (at least one), the kernels they load built quickly (emulator/tuning.py), the
+    autotuner's later configs compiled meanwhile (emulator/lookahead.py). Launches on
     the emulator are synchronous host calls, so a host clock times them; upstream's estimate, warm-up and
     cache-clearing calls (eight launches at least) would only repeat the same CPU work."""
-    from .emulator import tuning
+    from .emulator import lookahead, tuning
     times: List[float] = []
     with tuning.timing_configs():
+        lookahead.before_timing(fn)  # the autotuner's later configs compile while this one builds and runs
         fn()
         while not times or sum(times) < rep:
             for x in grad_to_none or ():

@@ -138,6 +138,10 @@ emulator_autotune_quick = Knob("TRITON_APPLE_EMULATOR_AUTOTUNE_QUICK", True,
                                 "build the libraries of autotune configs being timed on the emulator at -O0 "
                                 "(emulator/tuning.py); the config chosen runs on an optimised library", _flag)
 
+emulator_autotune_lookahead = Knob("TRITON_APPLE_EMULATOR_AUTOTUNE_LOOKAHEAD", True,
+                                   "while `@triton.autotune` times a config on the emulator, compile the configs "
+                                   "after it in a background thread (emulator/lookahead.py)", _flag)
+
 emulator_optimise_after_ms = Knob("TRITON_APPLE_EMULATOR_OPTIMISE_AFTER_MS", 200.0,
                                   "milliseconds a kernel runs on its quick (-O0) library on the emulator before "
                                   "its optimised one is built, in the background (emulator/tuning.py); 0: every "

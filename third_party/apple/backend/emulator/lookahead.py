@@ -1,0 +1,113 @@
+"""An autotuned kernel's later configs compiled while the autotuner times the current one.
+
+Triton 3.9's autotuner compiles and times its configs one after another: config k is compiled (Triton's
+frontend and passes, then our lowering: Python, one core), its library is built (clang, a subprocess), it is
+timed, and only then does config k+1's compile start. On the emulator all of it is host work, and the two halves
+use different resources: while clang builds config k's library and its launches run (the native launcher
+releases the GIL), the interpreter is idle. So when the driver's benchmarker is asked to time a config, it hands
+the callable to :func:`before_timing`, which compiles the configs after it in one background thread, with the
+same arguments, and loads each compiled kernel (which starts its library's build, `background.py`). The timing
+loop then finds each config compiled and its library built or building.
+
+What the autotuner is timing is read from the callable it benchmarks: `Autotuner._bench`'s `kernel_call`, whose
+free variables are the autotuner (`self`), the call's positional arguments (`args`), its keyword arguments with
+the config's (`current`) and the config (`config`). Where the callable is not of that shape (a user's own
+`do_bench` caller, another Triton), or the autotuner prunes its configs (`prune_configs_by`: the configs it will
+time are not known before it prunes), nothing is done. Nothing is launched ahead; pre- and post-hooks run only
+in the autotuner's own calls. A config whose compile fails here is compiled again by the autotuner, which reports
+or skips it as it always does. `TRITON_APPLE_EMULATOR_AUTOTUNE_LOOKAHEAD=0` turns this off.
+"""
+from __future__ import annotations
+
+import contextvars
+import threading
+import weakref
+from typing import Any, Dict, List, Optional, Tuple
+
+from .. import knobs
+
+_runs: "weakref.WeakKeyDictionary[Any, _Lookahead]" = weakref.WeakKeyDictionary()
+_runs_lock = threading.Lock()
+
+
+class _Lookahead:
+    """The configs of one autotuner run after its first, compiled in order in a daemon thread. It keeps no
+    reference to the autotuner or the arguments once that thread is done (a tensor must not outlive its run)."""
+
+    def __init__(self, configs: List[Any]):
+        self.done: Dict[int, threading.Event] = {id(c): threading.Event() for c in configs}
+
+    def start(self, tuner: Any, args: tuple, meta: Dict[str, Any], configs: List[Any]) -> None:
+        # the autotuner's own compiles see the same context (the quick-library rule of tuning.py)
+        context = contextvars.copy_context()
+        threading.Thread(target=context.run, args=(self._compile_all, tuner, args, meta, configs), daemon=True,
+                         name="apple-emulator-autotune-lookahead").start()
+
+    def _compile_all(self, tuner: Any, args: tuple, meta: Dict[str, Any], configs: List[Any]) -> None:
+        try:
+            for config in configs:
+                try:
+                    # the autotuner's own call for this config, compiling without a launch (`warmup`)
+                    kwargs = {"grid": (1, ), **meta, **config.all_kwargs(), "warmup": True}
+                    kernel = tuner.fn.run(*args, **kwargs)
+                    if kernel is not None:
+                        kernel._init_handles()  # load_binary: the library's build starts now
+                except Exception:
+                    pass  # compiled again by the autotuner, which reports or skips the config as usual
+                finally:
+                    self.done[id(config)].set()
+        finally:
+            for event in self.done.values():  # whatever stopped this thread, no timing waits for it
+                event.set()
+
+    def wait_for(self, config: Any) -> None:
+        """Let a compile of `config` this lookahead has started (or will start) finish, rather than compile it
+        twice."""
+        event = self.done.get(id(config))
+        if event is not None:
+            event.wait()
+
+
+def _what_is_timed(kernel_call: Any) -> Optional[Tuple[Any, tuple, Dict[str, Any], Any]]:
+    """(autotuner, args, keyword arguments without the config's, config) read from the benchmarked callable,
+    or None when it is not `Autotuner._bench`'s `kernel_call`."""
+    from triton.runtime.autotuner import Autotuner, Config
+    code = getattr(kernel_call, "__code__", None)
+    cells = getattr(kernel_call, "__closure__", None)
+    if code is None or cells is None or len(code.co_freevars) != len(cells):
+        return None
+    try:
+        free = {name: cell.cell_contents for name, cell in zip(code.co_freevars, cells)}
+    except ValueError:  # an empty cell
+        return None
+    tuner, args, current, config = (free.get(k) for k in ("self", "args", "current", "config"))
+    if not (isinstance(tuner, Autotuner) and isinstance(args, tuple) and isinstance(current, dict)
+            and isinstance(config, Config)):
+        return None
+    own = config.all_kwargs()
+    return tuner, args, {k: v for k, v in current.items() if k not in own}, config
+
+
+def before_timing(kernel_call: Any) -> None:
+    """Called by the emulator's benchmarker before it times `kernel_call`: on an autotuner run's first config,
+    start compiling the configs after it; on a later one, wait for the lookahead's compile of it."""
+    if not knobs.emulator_autotune_lookahead.get():
+        return
+    found = _what_is_timed(kernel_call)
+    if found is None:
+        return
+    tuner, args, meta, config = found
+    if tuner.early_config_prune is not None or tuner.perf_model is not None:
+        return
+    configs = list(tuner.configs)
+    if configs and configs[0] is config:  # the autotuner times its configs in order: a new run
+        lookahead = _Lookahead(configs[1:])
+        with _runs_lock:
+            _runs[tuner] = lookahead
+        if len(configs) > 1:
+            lookahead.start(tuner, args, meta, configs[1:])
+        return
+    with _runs_lock:
+        lookahead = _runs.get(tuner)
+    if lookahead is not None:
+        lookahead.wait_for(config)
