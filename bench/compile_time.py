@@ -7,7 +7,8 @@ For every kernel listed in `bench_kernels()` below (vector add, softmax, layer n
 scan, a tl.dot matmul; the kernels are bench/kernels.py's) it measures
 * apple  (target ``GPUTarget("metal", "apple7", 32)``): ``make_ttir`` + ``make_ttgir`` + ``make_msl``
   (TTIR -> MSL), and separately the emulator's clang compile of that MSL into a host shared object, the
-  analogue of ptxas;
+  analogue of ptxas: the quick (-O0) library a kernel's first launch waits for ("clang.q"), and the optimised
+  (-O2) one, which a kernel gets built in the background once it has run long enough ("clang");
 * nvidia (target ``GPUTarget("cuda", 90, 32)``, no GPU needed): ``make_ttir`` + ``make_ttgir`` +
   ``make_llir`` + ``make_ptx`` (TTIR -> PTX), and separately ``make_cubin`` (ptxas, shipped in the
   triton wheel under ``triton/backends/nvidia/bin``). If ptxas cannot run, the cubin column is left
@@ -137,17 +138,18 @@ def run_stages(backend, target, kernel, stop_before=None):
     return times, outputs, metadata
 
 
-def clang_compile_seconds(msl: "str | bytes", name: str, n: int) -> Tuple[float, float]:
-    """Fresh (uncached) emulator compile of `msl`, a new TRITON_CACHE_DIR for every compile: (wall, CPU) seconds."""
+def clang_compile_seconds(msl: "str | bytes", name: str, n: int, quick: bool = False) -> Tuple[float, float]:
+    """Fresh (uncached) emulator compile of `msl` (`quick`: its -O0 library), a new TRITON_CACHE_DIR for every
+    compile: (wall, CPU) seconds."""
     from triton.backends.apple.emulator import clear_memory_cache, compile_msl
     load_runtime()  # the runtime shared object is built once per process: not part of a kernel compile
     source = msl if isinstance(msl, str) else msl.decode()  # bytes before asm["msl"] became text
-    cache = os.path.join(_TMP_ROOT, f"clang-{name}-{n}")
+    cache = os.path.join(_TMP_ROOT, f"clang-{name}-{n}-{int(quick)}")
     os.environ["TRITON_CACHE_DIR"] = cache
     clear_memory_cache()
     try:
         t, c = time.perf_counter(), cpu_seconds()
-        k = compile_msl(source, name)
+        k = compile_msl(source, name, quick)
         dt, dc = time.perf_counter() - t, cpu_seconds() - c
         assert not k.cache_hit
         return dt, dc
@@ -195,14 +197,16 @@ def main(argv=None):
         # warm-up (untimed): imports, lazily loaded libraries, the emulator runtime
         _, a_out, a_meta = run_stages(apple, apple_target, k)
         clang_compile_seconds(a_out["msl"], a_meta["name"], -1)
+        clang_compile_seconds(a_out["msl"], a_meta["name"], -1, quick=True)
         run_stages(nvidia, nv_target, k, stop_before="cubin" if no_ptxas else None)
-        a_times, n_times, clang, ptxas, clang_cpu, ptxas_cpu = [], [], [], [], [], []
+        a_times, n_times, clang, ptxas, clang_cpu, ptxas_cpu, quick_cpu = [], [], [], [], [], [], []
         for i in range(args.repeat):
             t, out, meta = run_stages(apple, apple_target, k)
             a_times.append(t)
             wall, cpu = clang_compile_seconds(out["msl"], meta["name"], i)
             clang.append(wall)
             clang_cpu.append(cpu)
+            quick_cpu.append(clang_compile_seconds(out["msl"], meta["name"], i, quick=True)[1])
             t, _, _ = run_stages(nvidia, nv_target, k, stop_before="cubin" if no_ptxas else None)
             n_times.append(t)
             if not no_ptxas:
@@ -218,6 +222,7 @@ def main(argv=None):
         row["apple_clang"] = median_ms(clang)
         row["nvidia_ptxas"] = median_ms(ptxas) if ptxas else None
         row["apple_clang_cpu"] = median_ms(clang_cpu)
+        row["apple_quick_cpu"] = median_ms(quick_cpu)
         row["nvidia_ptxas_cpu"] = median_ms(ptxas_cpu) if ptxas_cpu else None
         rows.append(row)
         print(f"  measured {k.name}", file=sys.stderr, flush=True)
@@ -225,10 +230,11 @@ def main(argv=None):
     print(f"Compile time, median of {args.repeat} (ms); apple = {apple_target.backend}:{apple_target.arch}, "
           f"nvidia = cuda:sm_{args.sm}; one machine, one process, fresh caches")
     print("TTIR->MSL = make_ttir+make_ttgir+make_msl;  TTIR->PTX = make_ttir+make_ttgir+make_llir+make_ptx;  "
-          "frontend = AST->TTIR (nvidia run; not in either total);  clang = emulator MSL->.so;  ptxas = PTX->cubin;  "
-          ".cpu = CPU time")
+          "frontend = AST->TTIR (nvidia run; not in either total);  clang = emulator MSL->.so (-O2);  clang.q = "
+          "the -O0 library a first launch gets;  ptxas = PTX->cubin;  .cpu = CPU time")
     hdr = ("kernel", "frontend", "a.ttir", "a.ttgir", "a.msl", "TTIR->MSL", "n.ttir", "n.ttgir", "n.llir", "n.ptx",
-           "TTIR->PTX", "ratio", "clang", "ptxas", "ratio", "clang.cpu", "ptxas.cpu", "ratio")
+           "TTIR->PTX", "ratio", "clang", "ptxas", "ratio", "clang.cpu", "ptxas.cpu", "ratio", "clang.q.cpu",
+           "ratio")
     fmt = "{:<11}" + "{:>10}" * (len(hdr) - 1)
     print(fmt.format(*hdr))
 
@@ -239,18 +245,21 @@ def main(argv=None):
         ratio = r["apple_total"] / r["nvidia_total"]
         bratio = (r["apple_clang"] / r["nvidia_ptxas"]) if r["nvidia_ptxas"] else None
         cratio = (r["apple_clang_cpu"] / r["nvidia_ptxas_cpu"]) if r["nvidia_ptxas_cpu"] else None
+        qratio = (r["apple_quick_cpu"] / r["nvidia_ptxas_cpu"]) if r["nvidia_ptxas_cpu"] else None
         print(fmt.format(r["kernel"], f(r["nvidia_frontend"]), f(r["apple_ttir"]), f(r["apple_ttgir"]),
                          f(r["apple_msl"]), f(r["apple_total"]), f(r["nvidia_ttir"]), f(r["nvidia_ttgir"]),
                          f(r["nvidia_llir"]), f(r["nvidia_ptx"]), f(r["nvidia_total"]), f"{ratio:.2f}x",
                          f(r["apple_clang"]), f(r["nvidia_ptxas"]), "n/a" if bratio is None else f"{bratio:.2f}x",
-                         f(r["apple_clang_cpu"]), f(r["nvidia_ptxas_cpu"]), "n/a" if cratio is None else f"{cratio:.2f}x"))
+                         f(r["apple_clang_cpu"]), f(r["nvidia_ptxas_cpu"]), "n/a" if cratio is None else f"{cratio:.2f}x",
+                         f(r["apple_quick_cpu"]), "n/a" if qratio is None else f"{qratio:.2f}x"))
     if rows:
         gm = statistics.geometric_mean([r["apple_total"] / r["nvidia_total"] for r in rows])
         line = f"geometric mean apple/nvidia: TTIR->MSL vs TTIR->PTX {gm:.2f}x"
         if all(r["nvidia_ptxas"] for r in rows):
             gb = statistics.geometric_mean([r["apple_clang"] / r["nvidia_ptxas"] for r in rows])
             gc = statistics.geometric_mean([r["apple_clang_cpu"] / r["nvidia_ptxas_cpu"] for r in rows])
-            line += f"; clang (emulator) vs ptxas {gb:.2f}x wall, {gc:.2f}x CPU"
+            gq = statistics.geometric_mean([r["apple_quick_cpu"] / r["nvidia_ptxas_cpu"] for r in rows])
+            line += f"; clang (emulator) vs ptxas {gb:.2f}x wall, {gc:.2f}x CPU; the -O0 library {gq:.2f}x CPU"
         print(line)
     if no_ptxas:
         print(f"ptxas could not run ({no_ptxas}): NVIDIA timed up to the PTX stage only.")

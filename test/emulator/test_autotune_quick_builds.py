@@ -34,6 +34,32 @@ def _int_mix(a_ptr, out_ptr, n, BLOCK: tl.constexpr):
     tl.store(out_ptr + offs, tl.cumsum(c, axis=0) + tl.max(c, axis=0), mask=mask)
 
 
+@triton.jit
+def _dot_mix(a_ptr, b_ptr, out_ptr, low_ptr, q_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr):
+    rm, rn, rk = tl.arange(0, M), tl.arange(0, N), tl.arange(0, K)
+    a = tl.load(a_ptr + rm[:, None] * K + rk[None, :])
+    b = tl.load(b_ptr + rk[:, None] * N + rn[None, :])
+    c = tl.dot(a, b)  # fp16 operands, fp32 accumulation (simdgroup_matrix)
+    c = tl.dot(c.to(tl.float16), b.trans().to(tl.float16)) if N == K else c
+    offs = rm[:, None] * N + rn[None, :]
+    tl.store(out_ptr + offs, c)
+    tl.store(low_ptr + offs, c.to(tl.bfloat16).to(tl.float32) + c.to(tl.float8e5).to(tl.float32))
+    ci = (c * 100.0).to(tl.int32)
+    tl.store(q_ptr + offs, ci // 7 + ci % -5 + (ci.to(tl.uint32) // 3).to(tl.int32))
+
+
+def _run_dot(block: int):
+    g = torch.Generator().manual_seed(block)
+    a = torch.randn(block, block, generator=g).half()
+    b = torch.randn(block, block, generator=g).half()
+    out, low = torch.zeros(block, block), torch.zeros(block, block)
+    q = torch.zeros(block, block, dtype=torch.int32)
+    compiled = _dot_mix[(1, )](a, b, out, low, q, M=block, N=block, K=block)
+    ref = (a.float() @ b.float()).half().float() @ b.float().T
+    torch.testing.assert_close(out, ref, rtol=2e-2, atol=2e-1)  # it computed the product, whichever library
+    return compiled, [out, low, q]
+
+
 def _run_float(block: int):
     g = torch.Generator().manual_seed(block)
     x = torch.randn(block, generator=g) * 3
@@ -50,7 +76,7 @@ def _run_int(block: int):
     return compiled, [out]
 
 
-@pytest.mark.parametrize("run, block", [(_run_float, 256), (_run_float, 1024), (_run_int, 512)])
+@pytest.mark.parametrize("run, block", [(_run_float, 256), (_run_float, 1024), (_run_int, 512), (_run_dot, 32)])
 def test_the_quick_and_the_optimised_library_compute_the_same_bits(monkeypatch, run, block):
     monkeypatch.setenv("TRITON_APPLE_EMULATOR_AUTOTUNE_QUICK", "1")
     with tuning.timing_configs():  # loaded and launched while "timing configs": the -O0 library

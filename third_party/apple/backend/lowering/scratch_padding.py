@@ -71,6 +71,7 @@ def _accesses(lay: LinearLayout, owners_only: bool, run: int = 1) -> Tuple[Tuple
     return tuple(out)
 
 
+@functools.lru_cache(maxsize=4096)  # a kernel asks the same of each conversion's layouts, and so do its configs
 def bank_cycles(lay: LinearLayout, row_elems: int, elem_bytes: int, owners_only: bool, run: int = 1) -> int:
     """Bank cycles of those accesses (`_accesses`) with innermost rows `row_elems` elements apart: per access, the
     most distinct words its lanes touch in one bank."""
