@@ -36,6 +36,17 @@ def _scale_small_blocks_only(x_ptr, y_ptr, n, BLOCK: tl.constexpr, SCALE: tl.con
     tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * SCALE, mask=offs < n)
 
 
+@triton.autotune(configs=_configs(2), key=["n"])
+@triton.heuristics({"EVEN": lambda args: args["n"] % args["BLOCK"] == 0})
+@triton.jit
+def _scale_with_heuristics(x_ptr, y_ptr, n, BLOCK: tl.constexpr, SCALE: tl.constexpr, EVEN: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    if EVEN:
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs) * SCALE)
+    else:
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * SCALE, mask=offs < n)
+
+
 def _prune_nothing(configs, named_args, **kwargs):
     return configs
 
@@ -58,7 +69,8 @@ def _tune(kernel, n: int, monkeypatch, lookahead: bool = True):
         x = torch.randn(n, generator=torch.Generator().manual_seed(n))
         y = torch.zeros(n)
         kernel.cache.clear()  # a new autotuner run: every config timed again
-        kernel.fn.device_caches.clear()  # and compiled again (the JIT's in-memory kernels of earlier tests)
+        jit = kernel.fn.fn if isinstance(kernel.fn, triton.runtime.Heuristics) else kernel.fn
+        jit.device_caches.clear()  # and compiled again (the JIT's in-memory kernels of earlier tests)
         kernel[lambda meta: (triton.cdiv(n, meta["BLOCK"]), )](x, y, n)
     finally:
         stop()
@@ -71,6 +83,12 @@ def test_later_configs_compile_on_the_lookahead_thread_and_every_config_is_timed
     assert threads.count(LOOKAHEAD_THREAD) == 3 and threads.count("MainThread") == 1, threads  # no compile twice
     timings = _scale.configs_timings
     assert len(timings) == 4 and all(t[0] < float("inf") for t in timings.values())
+
+
+def test_a_kernel_under_heuristics_looks_ahead_with_each_config_s_heuristic_values(monkeypatch, fresh_cache):
+    x, y, threads = _tune(_scale_with_heuristics, 96, monkeypatch)  # EVEN for 32, not for 64
+    torch.testing.assert_close(y, x * 2, rtol=0, atol=0)
+    assert threads.count(LOOKAHEAD_THREAD) == 3 and threads.count("MainThread") == 1, threads
 
 
 def test_a_config_that_fails_to_compile_is_skipped_as_without_the_lookahead(monkeypatch, fresh_cache):

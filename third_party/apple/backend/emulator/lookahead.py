@@ -20,6 +20,7 @@ or skips it as it always does. `TRITON_APPLE_EMULATOR_AUTOTUNE_LOOKAHEAD=0` turn
 from __future__ import annotations
 
 import contextvars
+import os
 import threading
 import weakref
 from typing import Any, Dict, List, Optional, Tuple
@@ -88,6 +89,16 @@ def _what_is_timed(kernel_call: Any) -> Optional[Tuple[Any, tuple, Dict[str, Any
     return tuner, args, {k: v for k, v in current.items() if k not in own}, config
 
 
+def _compiles_only(fn: Any) -> bool:
+    """Whether `fn.run(..., warmup=True)` only compiles: a JITFunction, possibly under `@triton.heuristics` (an
+    autotuner nested inside would time its own configs)."""
+    from triton.runtime.autotuner import Heuristics
+    from triton.runtime.jit import JITFunction
+    while isinstance(fn, Heuristics):
+        fn = fn.fn
+    return isinstance(fn, JITFunction)
+
+
 def before_timing(kernel_call: Any) -> None:
     """Called by the emulator's benchmarker before it times `kernel_call`: on an autotuner run's first config,
     start compiling the configs after it; on a later one, wait for the lookahead's compile of it."""
@@ -97,7 +108,7 @@ def before_timing(kernel_call: Any) -> None:
     if found is None:
         return
     tuner, args, meta, config = found
-    if tuner.early_config_prune is not None or tuner.perf_model is not None:
+    if tuner.early_config_prune is not None or tuner.perf_model is not None or not _compiles_only(tuner.fn):
         return
     configs = list(tuner.configs)
     if configs and configs[0] is config:  # the autotuner times its configs in order: a new run
@@ -111,3 +122,12 @@ def before_timing(kernel_call: Any) -> None:
         lookahead = _runs.get(tuner)
     if lookahead is not None:
         lookahead.wait_for(config)
+
+
+def _after_fork_in_child() -> None:
+    global _runs_lock
+    _runs_lock = threading.Lock()
+    _runs.clear()  # their threads are the parent's: a child's autotuner runs start their own
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)

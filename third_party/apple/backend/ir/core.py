@@ -85,12 +85,15 @@ class Op:
         return self.results[0]
 
     def walk(self) -> Iterator["Op"]:
-        """Pre-order walk over this op and every op nested in its regions."""
-        yield self
-        for region in self.regions:
-            for block in region.blocks:
-                for op in block.ops:
-                    yield from op.walk()
+        """Pre-order walk over this op and every op nested in its regions (with a stack: a generator per
+        nesting level made every walk cost a generator resumption per level per op)."""
+        stack = [self]
+        while stack:
+            op = stack.pop()
+            yield op
+            for region in reversed(op.regions):
+                for block in reversed(region.blocks):
+                    stack.extend(reversed(block.ops))
 
     def __repr__(self) -> str:
         return f"<Op {self.name} at {self.loc}>"

@@ -36,9 +36,10 @@ def uses(root_ops: Iterable[Op], v: Value):
     """(op, operand index) of every use of `v` among `root_ops` and the ops nested in them."""
     for top in root_ops:
         for op in top.walk():
-            for i, operand in enumerate(op.operands):
-                if operand is v:
-                    yield op, i
+            if v in op.operands:  # values compare by identity: a C-level scan skips the ops that do not read it
+                for i, operand in enumerate(op.operands):
+                    if operand is v:
+                        yield op, i
 
 
 def drop_unread(fn: Function, removable: Callable[[Op], bool]) -> None:
