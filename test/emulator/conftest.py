@@ -4,9 +4,11 @@ import pytest
 
 @pytest.fixture
 def fresh_cache(tmp_path, monkeypatch, emu):
-    """An empty cache directory for kernels (the runtime stays loaded from the normal cache); yields the emulator's
-    directory inside it."""
+    """An empty cache directory for kernels (the runtime and the native launcher stay loaded from the normal
+    cache); yields the emulator's directory inside it."""
+    from triton.backends.apple.emulator import launcher
     emu.library.runtime_library()
+    launcher.launcher()
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))
     emu.clear_memory_cache()
     yield tmp_path / "cache" / "apple_emulator"

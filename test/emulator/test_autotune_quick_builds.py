@@ -226,3 +226,53 @@ def test_with_the_knob_at_zero_every_kernel_runs_optimised_from_its_first_launch
     monkeypatch.setenv("TRITON_APPLE_EMULATOR_OPTIMISE_AFTER_MS", "0")
     function, _ = _float_mix_function(32)
     assert not function._kernel.quick
+
+
+def test_a_quick_library_overflowing_outside_timing_is_reported_and_the_next_launch_runs_optimised(monkeypatch,
+                                                                                                    fresh_cache):
+    # outside autotune timing a launch is the caller's: threads that ran before the overflow may have stored, so
+    # running it again could apply their writes twice; it is reported, and the kernel moves to its optimised library
+    from triton.backends.apple.emulator import EmulatorLaunchError
+    from triton.backends.apple.emulator.kernel import EmulatorKernel
+    real_run = EmulatorKernel.run
+
+    def run(self, *args, **kwargs):
+        if self.quick:
+            raise EmulatorLaunchError("stack overflow of an emulated thread (planted)", kind="stack_overflow")
+        return real_run(self, *args, **kwargs)
+
+    monkeypatch.setattr(EmulatorKernel, "run", run)
+    monkeypatch.setenv("TRITON_ALWAYS_COMPILE", "1")
+    monkeypatch.setenv("TRITON_APPLE_EMULATOR_OPTIMISE_AFTER_MS", "60000")
+    with pytest.raises(EmulatorLaunchError, match=r"(?s)planted.*quick -O0 library"):
+        _run_int(32)
+    compiled, out = _run_int(32)
+    assert not compiled.function._kernel.quick
+    monkeypatch.setattr(EmulatorKernel, "run", real_run)
+    _, again = _run_int(32)
+    assert torch.equal(out[0], again[0])
+
+
+def test_an_optimised_build_that_fails_leaves_the_kernel_on_its_quick_library(monkeypatch, fresh_cache):
+    from triton.backends.apple.emulator import EmulatorCompileError, kernel as emu_kernel
+    real_compile = emu_kernel.compile_msl
+
+    def compile_msl(source, name, quick=False):
+        if quick is False:
+            raise EmulatorCompileError(f"kernel '{name}': clang failed (planted)", kernel_name=name)
+        return real_compile(source, name, quick)
+
+    monkeypatch.setattr(emu_kernel, "compile_msl", compile_msl)
+    monkeypatch.setenv("TRITON_ALWAYS_COMPILE", "1")
+    monkeypatch.setenv("TRITON_APPLE_EMULATOR_OPTIMISE_AFTER_MS", "0.000001")
+    function, first = _float_mix_function(16)
+    _run_float(16)  # has run long enough: the optimised build starts, and fails in the background
+    function._optimised.exception()  # waits for it
+    with pytest.warns(UserWarning, match=r"'_float_mix'.*did not build.*planted.*keeps running on its quick"):
+        _, out = _run_float(16)
+    assert function._kernel.quick and not function._optimising
+    assert all(torch.equal(a, b) for a, b in zip(first, out))
+    import warnings as _warnings
+    with _warnings.catch_warnings():
+        _warnings.simplefilter("error")  # said once
+        _run_float(16)

@@ -136,6 +136,7 @@ class EmulatorFunction:
         self._build = None
         self._quick = tuning.first_library()  # compile_msl's `quick` for the first library
         self._optimised = None  # the optimised library's build, started while the quick one serves launches
+        self._optimising = True  # False once that build failed: the quick library keeps serving
         self._quick_seconds = 0.0  # time spent running the quick library (outside autotune timing)
         if build_now:  # started in the background, joined at the first launch (emulator/background.py)
             from .emulator import background
@@ -150,12 +151,26 @@ class EmulatorFunction:
         the optimised one as soon as it is built, which starts once the kernel has run long enough on the quick
         one (or at once, when the knob says every kernel runs optimised)."""
         from .emulator import background, tuning
-        if self._kernel is not None and self._kernel.quick and not tuning.quick_builds():
+        if self._kernel is not None and self._kernel.quick and not tuning.quick_builds() and self._optimising:
             after = tuning.optimise_after()
-            if after is None or (self._optimised is not None and self._optimised.done()):
+            if self._optimised is not None and getattr(self._optimised, "pid", None) != os.getpid():
+                self._optimised = None  # started in the process this one was forked from: start it here
+            if after is None:
                 self.optimise()
+            elif self._optimised is not None and self._optimised.done():
+                if self._optimised.exception() is None:
+                    self.optimise()
+                else:  # a kernel that runs must not start failing: say so once, keep the quick library
+                    self._optimising = False
+                    warnings.warn(f"apple backend: kernel '{self.name}': its optimised emulator library did not "
+                                  f"build ({self._optimised.exception()}); it keeps running on its quick (-O0) "
+                                  "library, which computes the same results", UserWarning, stacklevel=2)
+                    self._optimised = None
             elif self._optimised is None and self._quick_seconds >= after:
-                self._optimised = background.start(self.source, self.name, False)
+                try:
+                    self._optimised = background.start(self.source, self.name, False)
+                except RuntimeError:  # the interpreter is shutting down: no new builds
+                    self._optimising = False
         if self._kernel is None:
             from .emulator import EmulatorCompileError
             try:
@@ -497,9 +512,19 @@ class EmulatorLaunch:
             except Exception as e:
                 if not (kernel.quick and getattr(e, "kind", None) == "stack_overflow"):
                     raise
-                # an -O0 library's frames are larger than the optimised one's: run on that (the failed launch
-                # left every argument as it was)
+                # an -O0 library's frames are larger than the optimised one's: later launches run on that
+                from .emulator import tuning
                 function.optimise()
+                if not tuning.quick_builds():
+                    # threads that ran before the overflow may have stored already, and running the launch again
+                    # could apply their writes twice: this launch reports the overflow
+                    e.args = (f"{e.args[0] if e.args else e}\n(on the kernel's quick -O0 library, whose frames are "
+                              "larger than the optimised library's; its next launch runs on the optimised one. "
+                              "TRITON_APPLE_EMULATOR_OPTIMISE_AFTER_MS=0 builds every kernel optimised for its "
+                              "first launch)", )
+                    raise
+                # while configs are timed: time this one on the optimised library (the autotuner's own call that
+                # follows the timing is what the caller's result comes from, with its reset hooks)
                 kernel = function.compiled(la.locations)
                 kernel.run(self._native_plan(kernel), grid, (la.threads, 1, 1), args, tuple(added.values()),
                            enter_hook, launch_metadata)

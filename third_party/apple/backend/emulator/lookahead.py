@@ -13,8 +13,9 @@ What the autotuner is timing is read from the callable it benchmarks: `Autotuner
 free variables are the autotuner (`self`), the call's positional arguments (`args`), its keyword arguments with
 the config's (`current`) and the config (`config`). Where the callable is not of that shape (a user's own
 `do_bench` caller, another Triton), or the autotuner prunes its configs (`prune_configs_by`: the configs it will
-time are not known before it prunes), nothing is done. Nothing is launched ahead; pre- and post-hooks run only
-in the autotuner's own calls. A config whose compile fails here is compiled again by the autotuner, which reports
+time are not known before it prunes), nothing is done. Nothing is launched ahead: the autotuner's pre- and
+post-hooks run only in its own calls (Triton's JIT hooks and compile-time warnings of a config compiled ahead
+run on the lookahead thread). A config whose compile fails here is compiled again by the autotuner, which reports
 or skips it as it always does. `TRITON_APPLE_EMULATOR_AUTOTUNE_LOOKAHEAD=0` turns this off.
 """
 from __future__ import annotations
@@ -52,7 +53,11 @@ class _Lookahead:
                     kwargs = {"grid": (1, ), **meta, **config.all_kwargs(), "warmup": True}
                     kernel = tuner.fn.run(*args, **kwargs)
                     if kernel is not None:
-                        kernel._init_handles()  # load_binary: the library's build starts now
+                        try:
+                            kernel._init_handles()  # load_binary: the library's build starts now
+                        except Exception:
+                            kernel._run = None  # the autotuner's own launch loads it again and meets the error
+                            raise
                 except Exception:
                     pass  # compiled again by the autotuner, which reports or skips the config as usual
                 finally:
