@@ -152,8 +152,10 @@ def test_the_knob_times_configs_on_optimised_libraries(monkeypatch, capfd):
     assert "kernel '_scaled' emulator library" in log and "-O0" not in log
 
 
-def test_a_config_whose_quick_library_overflows_the_stack_is_timed_on_the_optimised_one(monkeypatch):
-    # -O0 frames are larger than -O2 ones, so a kernel near the emulated stack's limit may overflow only quick
+@pytest.fixture
+def quick_libraries_overflow(monkeypatch):
+    """Every launch of a quick library fails as a stack overflow (-O0 frames are larger than -O2 ones, so a kernel
+    near the emulated stack's limit may overflow only quick); yields the real `EmulatorKernel.run`."""
     from triton.backends.apple.emulator import EmulatorLaunchError
     from triton.backends.apple.emulator.kernel import EmulatorKernel
     real_run = EmulatorKernel.run
@@ -164,6 +166,11 @@ def test_a_config_whose_quick_library_overflows_the_stack_is_timed_on_the_optimi
         return real_run(self, *args, **kwargs)
 
     monkeypatch.setattr(EmulatorKernel, "run", run)
+    yield real_run
+
+
+def test_a_config_whose_quick_library_overflows_the_stack_is_timed_on_the_optimised_one(monkeypatch,
+                                                                                         quick_libraries_overflow):
     monkeypatch.setenv("TRITON_APPLE_EMULATOR_AUTOTUNE_QUICK", "1")
     with tuning.timing_configs():
         compiled, out = _run_int(128)
@@ -228,27 +235,19 @@ def test_with_the_knob_at_zero_every_kernel_runs_optimised_from_its_first_launch
     assert not function._kernel.quick
 
 
-def test_a_quick_library_overflowing_outside_timing_is_reported_and_the_next_launch_runs_optimised(monkeypatch,
-                                                                                                    fresh_cache):
+def test_a_quick_library_overflowing_outside_timing_is_reported_and_the_next_launch_runs_optimised(
+        monkeypatch, fresh_cache, quick_libraries_overflow):
     # outside autotune timing a launch is the caller's: threads that ran before the overflow may have stored, so
     # running it again could apply their writes twice; it is reported, and the kernel moves to its optimised library
     from triton.backends.apple.emulator import EmulatorLaunchError
     from triton.backends.apple.emulator.kernel import EmulatorKernel
-    real_run = EmulatorKernel.run
-
-    def run(self, *args, **kwargs):
-        if self.quick:
-            raise EmulatorLaunchError("stack overflow of an emulated thread (planted)", kind="stack_overflow")
-        return real_run(self, *args, **kwargs)
-
-    monkeypatch.setattr(EmulatorKernel, "run", run)
     monkeypatch.setenv("TRITON_ALWAYS_COMPILE", "1")
     monkeypatch.setenv("TRITON_APPLE_EMULATOR_OPTIMISE_AFTER_MS", "60000")
     with pytest.raises(EmulatorLaunchError, match=r"(?s)planted.*quick -O0 library"):
         _run_int(32)
     compiled, out = _run_int(32)
     assert not compiled.function._kernel.quick
-    monkeypatch.setattr(EmulatorKernel, "run", real_run)
+    monkeypatch.setattr(EmulatorKernel, "run", quick_libraries_overflow)
     _, again = _run_int(32)
     assert torch.equal(out[0], again[0])
 
