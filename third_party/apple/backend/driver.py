@@ -153,8 +153,8 @@ class EmulatorFunction:
         from .emulator import background, tuning
         if self._kernel is not None and self._kernel.quick and not tuning.quick_builds() and self._optimising:
             after = tuning.optimise_after()
-            if self._optimised is not None and getattr(self._optimised, "pid", None) != os.getpid():
-                self._optimised = None  # started in the process this one was forked from: start it here
+            if not background.started_here(self._optimised):
+                self._optimised = None  # not started, or by the process this one was forked from: start it here
             if after is None:
                 self.optimise()
             elif self._optimised is not None and self._optimised.done():

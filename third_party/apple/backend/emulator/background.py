@@ -59,16 +59,22 @@ def prepare_runtime() -> None:
     if library.runtime_loaded():
         return
     with _lock:
-        if _runtime is not None and _runtime.pid == os.getpid():
+        if started_here(_runtime):
             return
         _runtime = _submit(library.runtime_library)
         _runtime.pid = os.getpid()
 
 
+def started_here(future: Optional[Future]) -> bool:
+    """Whether `future` (from this module) was started by this process: one started by the process this one was
+    forked from never finishes here (its pool's threads do not exist in a child)."""
+    return future is not None and getattr(future, "pid", None) == os.getpid()
+
+
 def result(future: Optional[Future], source: Union[str, bytes], kernel_name: str, quick: Optional[bool] = False):
     """The EmulatorKernel `future` (from :func:`start`) builds, or its error; built here (`quick` as
     :func:`start`'s) when there is no future or it belongs to the process this one was forked from."""
-    if future is None or getattr(future, "pid", None) != os.getpid():
+    if not started_here(future):
         from .kernel import compile_msl
         return compile_msl(source, kernel_name, quick)
     return future.result()

@@ -511,12 +511,15 @@ def clear_memory_cache() -> None:
         _memory_cache.clear()
 
 
-def _optimised_library_exists(key: str) -> bool:
+def _in_memory(key: str) -> Optional[EmulatorKernel]:
+    """The kernel this process compiled with library key `key`, while its library file exists (most recently used
+    from now on)."""
     with _compile_lock:
         k = _memory_cache.get(key)
-        if k is not None and k.so_path.is_file():
-            return True
-    return build.kernel_built(key)
+        if k is None or not k.so_path.is_file():
+            return None
+        _memory_cache.move_to_end(key)
+        return k
 
 
 def compile_msl(source: Union[str, bytes], kernel_name: str, quick: Optional[bool] = False) -> EmulatorKernel:
@@ -540,15 +543,16 @@ def compile_msl(source: Union[str, bytes], kernel_name: str, quick: Optional[boo
     rewritten = _sig.rewrite_source(source)
     msl_name = f"{kernel_name}.metal"
     trampoline, tramp_lines = _sig.make_trampoline(sig, msl_name)
-    if quick is None:
-        quick = not _optimised_library_exists(build.kernel_key(rewritten, kernel_name, trampoline))
-    key = build.kernel_key(rewritten, kernel_name, trampoline, quick=quick)
-    with _compile_lock:
-        k = _memory_cache.get(key)
-        if k is not None and k.so_path.is_file():
-            _memory_cache.move_to_end(key)
-            k._tools = _tools.knob_tools()  # the tools knobs as they are at this compile
-            return k
+    key = build.kernel_key(rewritten, kernel_name, trampoline, quick=bool(quick))
+    k = _in_memory(key)
+    if quick is None:  # `key` is the optimised library's: that one if it exists, else the quick one
+        quick = k is None and not build.kernel_built(key)
+        if quick:
+            key = build.kernel_key(rewritten, kernel_name, trampoline, quick=True)
+            k = _in_memory(key)
+    if k is not None:
+        k._tools = _tools.knob_tools()  # the tools knobs as they are at this compile
+        return k
     from . import background
     background.prepare_runtime()  # built beside this kernel's library (a first launch needs both)
 

@@ -37,17 +37,18 @@ class _Lookahead:
     reference to the autotuner or the arguments once that thread is done (a tensor must not outlive its run)."""
 
     def __init__(self, configs: List[Any]):
+        self.configs = configs
         self.done: Dict[int, threading.Event] = {id(c): threading.Event() for c in configs}
 
-    def start(self, tuner: Any, args: tuple, meta: Dict[str, Any], configs: List[Any]) -> None:
+    def start(self, tuner: Any, args: tuple, meta: Dict[str, Any]) -> None:
         # the autotuner's own compiles see the same context (the quick-library rule of tuning.py)
         context = contextvars.copy_context()
-        threading.Thread(target=context.run, args=(self._compile_all, tuner, args, meta, configs), daemon=True,
+        threading.Thread(target=context.run, args=(self._compile_all, tuner, args, meta), daemon=True,
                          name="apple-emulator-autotune-lookahead").start()
 
-    def _compile_all(self, tuner: Any, args: tuple, meta: Dict[str, Any], configs: List[Any]) -> None:
+    def _compile_all(self, tuner: Any, args: tuple, meta: Dict[str, Any]) -> None:
         try:
-            for config in configs:
+            for config in self.configs:
                 try:
                     # the autotuner's own call for this config, compiling without a launch (`warmup`)
                     kwargs = {"grid": (1, ), **meta, **config.all_kwargs(), "warmup": True}
@@ -120,8 +121,8 @@ def before_timing(kernel_call: Any) -> None:
         lookahead = _Lookahead(configs[1:])
         with _runs_lock:
             _runs[tuner] = lookahead
-        if len(configs) > 1:
-            lookahead.start(tuner, args, meta, configs[1:])
+        if lookahead.configs:
+            lookahead.start(tuner, args, meta)
         return
     with _runs_lock:
         lookahead = _runs.get(tuner)

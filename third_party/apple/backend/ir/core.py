@@ -86,7 +86,8 @@ class Op:
 
     def walk(self) -> Iterator["Op"]:
         """Pre-order walk over this op and every op nested in its regions (with a stack: a generator per
-        nesting level made every walk cost a generator resumption per level per op)."""
+        nesting level made every walk cost a generator resumption per level per op). A block's ops are taken when
+        their parent is reached: callers that edit the IR walk a list of the ops first."""
         stack = [self]
         while stack:
             op = stack.pop()
