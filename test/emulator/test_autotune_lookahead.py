@@ -81,6 +81,7 @@ def test_later_configs_compile_on_the_lookahead_thread_and_every_config_is_timed
     x, y, threads = _tune(_scale, 200, monkeypatch)
     torch.testing.assert_close(y, x * 3 + 1.0, rtol=0, atol=0)
     assert threads.count(LOOKAHEAD_THREAD) == 3 and threads.count("MainThread") == 1, threads  # no compile twice
+    assert threads[0] == "MainThread"  # the lookahead starts after the first config's own compile, never beside it
     timings = _scale.configs_timings
     assert len(timings) == 4 and all(t[0] < float("inf") for t in timings.values())
 

@@ -305,14 +305,19 @@ def _time_configs_on_the_emulator(fn, rep: float = 5.0, grad_to_none=None, quant
     from .emulator import lookahead, tuning
     times: List[float] = []
     with tuning.timing_configs():
-        lookahead.before_timing(fn)  # the autotuner's later configs compile while this one builds and runs
-        fn()
-        while not times or sum(times) < rep:
-            for x in grad_to_none or ():
-                x.grad = None
-            started = time.perf_counter()
+        lookahead.before_timing(fn)
+        try:
             fn()
-            times.append((time.perf_counter() - started) * 1000.0)
+            lookahead.after_first_call(fn)  # the autotuner's later configs compile while this one is timed
+            while not times or sum(times) < rep:
+                for x in grad_to_none or ():
+                    x.grad = None
+                started = time.perf_counter()
+                fn()
+                times.append((time.perf_counter() - started) * 1000.0)
+        except BaseException:
+            lookahead.stop(fn)
+            raise
     return mps_host.summarize(times, quantiles, return_mode)
 
 

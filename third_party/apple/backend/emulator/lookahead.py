@@ -4,14 +4,14 @@ Triton 3.9's autotuner compiles and times its configs one after another: config 
 frontend and passes, then our lowering: Python, one core), its library is built (clang, a subprocess), it is
 timed, and only then does config k+1's compile start. On the emulator all of it is host work, and the two halves
 use different resources: while clang builds config k's library and its launches run (the native launcher
-releases the GIL), the interpreter is idle. So when the driver's benchmarker is asked to time a config, it hands
-the callable to :func:`before_timing`, which compiles the configs after it in one background thread, with the
-same arguments, and loads each compiled kernel (which starts its library's build, `background.py`). The timing
-loop then finds each config compiled and its library built or building.
-
-What the autotuner is timing is read from the callable it benchmarks: `Autotuner._bench`'s `kernel_call`, whose
-free variables are the autotuner (`self`), the call's positional arguments (`args`), its keyword arguments with
-the config's (`current`) and the config (`config`). Where the callable is not of that shape (a user's own
+releases the GIL), the interpreter is idle. So once the autotuner's own first call of a run's first config has
+compiled it (:func:`after_first_call`), one background thread compiles the configs after it, with the same
+arguments, and loads each compiled kernel (which starts its library's build, `background.py`); each later
+config's timing first waits for that thread to have compiled it (:func:`before_timing`). The timing loop then
+finds each config compiled and its library built or building, and Triton's frontend never runs in two threads
+at once. What the autotuner is timing is read from the callable it benchmarks: `Autotuner._bench`'s
+`kernel_call`, whose free variables are the autotuner (`self`), the call's positional arguments (`args`), its
+keyword arguments with the config's (`current`) and the config (`config`). Where the callable is not of that shape (a user's own
 `do_bench` caller, another Triton), or the autotuner prunes its configs (`prune_configs_by`: the configs it will
 time are not known before it prunes), nothing is done. Nothing is launched ahead: the autotuner's pre- and
 post-hooks run only in its own calls (Triton's JIT hooks and compile-time warnings of a config compiled ahead
@@ -39,16 +39,27 @@ class _Lookahead:
     def __init__(self, configs: List[Any]):
         self.configs = configs
         self.done: Dict[int, threading.Event] = {id(c): threading.Event() for c in configs}
+        self.stopped = False
+        self.thread: Optional[threading.Thread] = None
 
     def start(self, tuner: Any, args: tuple, meta: Dict[str, Any]) -> None:
         # the autotuner's own compiles see the same context (the quick-library rule of tuning.py)
         context = contextvars.copy_context()
-        threading.Thread(target=context.run, args=(self._compile_all, tuner, args, meta), daemon=True,
-                         name="apple-emulator-autotune-lookahead").start()
+        self.thread = threading.Thread(target=context.run, args=(self._compile_all, tuner, args, meta), daemon=True,
+                                       name="apple-emulator-autotune-lookahead")
+        self.thread.start()
+
+    def stop(self) -> None:
+        """Compile no further config, and return once the one being compiled is done."""
+        self.stopped = True
+        if self.thread is not None and self.thread is not threading.current_thread():
+            self.thread.join()
 
     def _compile_all(self, tuner: Any, args: tuple, meta: Dict[str, Any]) -> None:
         try:
             for config in self.configs:
+                if self.stopped:
+                    break
                 try:
                     # the autotuner's own call for this config, compiling without a launch (`warmup`)
                     kwargs = {"grid": (1, ), **meta, **config.all_kwargs(), "warmup": True}
@@ -105,29 +116,68 @@ def _compiles_only(fn: Any) -> bool:
     return isinstance(fn, JITFunction)
 
 
-def before_timing(kernel_call: Any) -> None:
-    """Called by the emulator's benchmarker before it times `kernel_call`: on an autotuner run's first config,
-    start compiling the configs after it; on a later one, wait for the lookahead's compile of it."""
+def _target(kernel_call: Any) -> Optional[Tuple[Any, tuple, Dict[str, Any], Any, List[Any]]]:
+    """(autotuner, args, keyword arguments, config, the autotuner's configs) when the lookahead applies to the
+    config `kernel_call` times, else None."""
     if not knobs.emulator_autotune_lookahead.get():
-        return
+        return None
     found = _what_is_timed(kernel_call)
     if found is None:
-        return
-    tuner, args, meta, config = found
+        return None
+    tuner = found[0]
     if tuner.early_config_prune is not None or tuner.perf_model is not None or not _compiles_only(tuner.fn):
+        return None
+    return (*found, list(tuner.configs))
+
+
+def _take(tuner: Any) -> Optional[_Lookahead]:
+    with _runs_lock:
+        return _runs.pop(tuner, None)
+
+
+def before_timing(kernel_call: Any) -> None:
+    """Called by the emulator's benchmarker before its first call of `kernel_call`: on an autotuner run's first
+    config, stop what is left of an earlier run's lookahead; on a later config, wait for the lookahead's compile
+    of it, so that the autotuner's own call finds it compiled."""
+    target = _target(kernel_call)
+    if target is None:
         return
-    configs = list(tuner.configs)
+    tuner, _, _, config, configs = target
     if configs and configs[0] is config:  # the autotuner times its configs in order: a new run
-        lookahead = _Lookahead(configs[1:])
-        with _runs_lock:
-            _runs[tuner] = lookahead
-        if lookahead.configs:
-            lookahead.start(tuner, args, meta)
+        earlier = _take(tuner)
+        if earlier is not None:
+            earlier.stop()
         return
     with _runs_lock:
         lookahead = _runs.get(tuner)
     if lookahead is not None:
         lookahead.wait_for(config)
+
+
+def after_first_call(kernel_call: Any) -> None:
+    """Called once the benchmarker's first call of `kernel_call` has compiled its config: on an autotuner run's
+    first config, start compiling the later ones. Not before: Triton's frontend parses Python with the `ast`
+    module, whose object conversion is not safe in two threads at once on CPython 3.11 ("AST constructor
+    recursion depth mismatch"), so the lookahead compiles only while the autotuner's own thread does not."""
+    target = _target(kernel_call)
+    if target is None:
+        return
+    tuner, args, meta, config, configs = target
+    if configs and configs[0] is config and len(configs) > 1:
+        lookahead = _Lookahead(configs[1:])
+        with _runs_lock:
+            _runs[tuner] = lookahead
+        lookahead.start(tuner, args, meta)
+
+
+def stop(kernel_call: Any) -> None:
+    """Called when timing `kernel_call` raised: the autotuner's run is over, so its lookahead compiles no more
+    (the caller may compile other kernels next, which must not run beside it)."""
+    target = _target(kernel_call)
+    if target is not None:
+        lookahead = _take(target[0])
+        if lookahead is not None:
+            lookahead.stop()
 
 
 def _after_fork_in_child() -> None:
