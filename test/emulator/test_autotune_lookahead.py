@@ -86,6 +86,34 @@ def test_later_configs_compile_on_the_lookahead_thread_and_every_config_is_timed
     assert len(timings) == 4 and all(t[0] < float("inf") for t in timings.values())
 
 
+def test_the_next_config_compiles_while_the_first_config_s_library_builds(monkeypatch, fresh_cache):
+    """The lookahead starts once the first config is compiled and loaded, not after its first launch: every
+    library build here waits (at most a minute) for the lookahead thread to have lowered a config, so the first
+    config's build only proceeds promptly when the lookahead compiles beside it."""
+    from triton.backends.apple.emulator import build
+    lowered_ahead = threading.Event()
+    waited = []
+    original = build.build_kernel
+
+    def build_kernel(*args, **kwargs):
+        waited.append(lowered_ahead.wait(timeout=60))
+        return original(*args, **kwargs)
+
+    def on_event(e):
+        if e.what == compile_log.LOWERED and threading.current_thread().name == LOOKAHEAD_THREAD:
+            lowered_ahead.set()
+
+    monkeypatch.setattr(build, "build_kernel", build_kernel)
+    stop = compile_log.listen(on_event)
+    try:
+        x, y, threads = _tune(_scale, 130, monkeypatch)
+    finally:
+        stop()
+    torch.testing.assert_close(y, x * 3 + 1.0, rtol=0, atol=0)
+    assert waited and waited[0], waited  # config 0's library: the lookahead lowered config 1 during its build
+    assert threads[0] == "MainThread" and threads.count(LOOKAHEAD_THREAD) == 3, threads
+
+
 def test_a_kernel_under_heuristics_looks_ahead_with_each_config_s_heuristic_values(monkeypatch, fresh_cache):
     x, y, threads = _tune(_scale_with_heuristics, 96, monkeypatch)  # EVEN for 32, not for 64
     torch.testing.assert_close(y, x * 2, rtol=0, atol=0)

@@ -60,6 +60,43 @@ def test_oob_read_reported(emu, n):
     assert torch.equal(out, 2 * x)
 
 
+def _launch_oob(emu, k, n, read_off):
+    x, out = torch.arange(n, dtype=torch.float32), torch.zeros(n)
+    k.launch(grid=(n + 63) // 64, threadgroup=64,
+             buffers={0: x, 1: out, 2: emu.Scalar(read_off, "int"), 3: emu.Scalar(0, "int"), 4: n}, host_threads=1)
+
+
+def test_a_quick_library_s_fault_is_located_through_its_build_with_line_tables(emu):
+    """Quick (-O0) libraries are built without line tables; a fault's MSL line comes from the same build with
+    them, whose code is checked to be the same bytes at the same addresses."""
+    from triton.backends.apple.emulator import objfile
+    k = emu.compile_msl(OOB, "oob", quick=True)
+    assert k.quick
+    data = k.so_path.read_bytes()
+    if data[:4] == b"\x7fELF":
+        assert b".debug_line" not in data  # no line tables in the library that runs
+    with pytest.raises(emu.EmulatorLaunchError) as ei:
+        _launch_oob(emu, k, 1000, 5)
+    e = ei.value
+    assert e.kind == "out_of_bounds" and e.param == "x"
+    assert e.msl_lines == [READ_LINE] and f"at MSL line {READ_LINE}" in str(e)
+    twin, _ = k._build_lines()
+    assert twin != k.so_path and objfile.same_code(k.so_path, twin)
+    optimised = emu.compile_msl(OOB, "oob", quick=False)
+    assert not objfile.same_code(k.so_path, optimised.so_path)
+
+
+def test_a_quick_library_s_fault_gets_no_line_when_its_twin_s_code_differs(emu, monkeypatch):
+    from triton.backends.apple.emulator import objfile
+    k = emu.compile_msl(OOB, "oob", quick=True)
+    monkeypatch.setattr(objfile, "same_code", lambda a, b: False)
+    with pytest.raises(emu.EmulatorLaunchError) as ei:
+        _launch_oob(emu, k, 1000, 5)
+    e = ei.value
+    assert e.kind == "out_of_bounds" and e.param == "x" and e.index is not None
+    assert e.msl_lines == [] and "at MSL line" not in str(e)  # no line rather than a wrong one
+
+
 def test_oob_write_reported_and_nothing_copied_back(emu):
     out = torch.zeros(1000)
     with pytest.raises(emu.EmulatorLaunchError) as ei:

@@ -132,6 +132,28 @@ def test_num_ctas_is_refused():
                                        "BLOCK": "constexpr"}, {"BLOCK": 128}, num_ctas=2)
 
 
+
+def test_num_stages_compiles_once_for_every_value(tmp_path, monkeypatch):
+    """This backend pipelines no loop, so num_stages changes nothing it emits: the value is checked, recorded as
+    1, and configs differing only in it share one compile (Triton's cache key is the options' hash)."""
+    from triton.backends.apple import compile_log
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))
+    lowered = []
+    stop = compile_log.listen(lambda e: lowered.append(e.kernel) if e.what == compile_log.LOWERED else None)
+    try:
+        x = torch.arange(40, dtype=torch.float32)
+        for stages in (1, 2, 5):
+            out = torch.zeros(40)
+            k = add_kernel[(3,)](x, x, out, 40, BLOCK=16, num_stages=stages)
+            assert k.metadata.num_stages == 1
+            torch.testing.assert_close(out, 2 * x, rtol=0, atol=0)
+    finally:
+        stop()
+    assert lowered == ["add_kernel"]
+    with pytest.raises(ValueError, match="num_stages must be >= 1, got 0"):
+        add_kernel[(1,)](x, x, x, 40, BLOCK=16, num_stages=0)
+
+
 @triton.jit
 def col_sum_kernel(x_ptr, out_ptr, M: tl.constexpr, N: tl.constexpr):
     rm = tl.arange(0, M)

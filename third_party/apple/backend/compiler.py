@@ -1,6 +1,7 @@
 """AppleBackend: options and the ttir -> ttgir -> msl stages of the `apple` backend."""
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -164,7 +165,12 @@ class AppleBackend(BaseBackend):
         args = {"arch": self.family, "backend_name": self.target.backend, "msl_version": default_msl_version()}
         fields = AppleOptions.__dataclass_fields__
         args.update({k: opts[k] for k in fields if k in opts and opts[k] is not None})
-        return AppleOptions(**args)
+        # num_stages asks for software pipelining of loops (asynchronous copies into shared memory), which this
+        # backend does not do (Metal has no asynchronous copy into threadgroup memory): every value compiles to
+        # the same kernel. The value is checked, then recorded as 1, so that configs differing only in
+        # num_stages (autotune lists often multiply their configs by several) share one compile: Triton's
+        # cache key is the options' hash.
+        return dataclasses.replace(AppleOptions(**args), num_stages=1)
 
     def pack_metadata(self, metadata):
         return (metadata.num_warps, metadata.num_ctas, metadata.shared)

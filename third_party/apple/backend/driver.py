@@ -285,6 +285,8 @@ class AppleUtils:
             max_threads = int(getattr(fn, "max_threads_per_threadgroup", MAX_THREADS_PER_THREADGROUP))
             return lib, fn, registers_per_thread(max_threads, fam), 0, max_threads
         fn = EmulatorFunction(name, kernel, build_now=True)  # compile_msl checks the bytes, names the kernel if damaged
+        from .emulator import lookahead
+        lookahead.loaded(name)  # an autotuner's first config compiled: its later ones compile while this one builds
         return fn, fn, registers_per_thread(MAX_THREADS_PER_THREADGROUP, fam), 0, MAX_THREADS_PER_THREADGROUP
 
     def unload_module(self, module) -> None:

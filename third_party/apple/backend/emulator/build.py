@@ -19,7 +19,7 @@ from .. import compile_log, knobs
 from ..abi.msl_locations import error_lines
 from .cache import (LOW_SPACE, cache_root, cached_entry, entry_finished, file_mode, free_bytes, hash_parts, tmp_name,
                     unlink_quietly, write_file)
-from .clang import (KERNEL_FLAGS, QUICK_KERNEL_FLAGS, RUNTIME_FLAGS, SHLIB_SUFFIX, TOOL_FLAGS, compiler_version,
+from .clang import (KERNEL_FLAGS, LINE_TABLES, QUICK_KERNEL_FLAGS, RUNTIME_FLAGS, SHLIB_SUFFIX, TOOL_FLAGS, compiler_version,
                     extra_link_flags, find_compiler, host_arch_flags, target_defines)
 from .errors import EmulatorCacheIOError, EmulatorCacheWarning, EmulatorCompileError, EmulatorError
 from .link import forget as forget_link_line, link_line
@@ -137,8 +137,10 @@ def build_runtime() -> Path:
     return out_dir / RUNTIME_LIB
 
 
-def _kernel_flags(quick: bool) -> Tuple[str, ...]:
-    return QUICK_KERNEL_FLAGS if quick else KERNEL_FLAGS
+def _kernel_flags(quick: bool, lines: bool = False) -> Tuple[str, ...]:
+    """The flags of a kernel's library; `lines`: a quick library's twin with line tables (optimised libraries
+    always have them)."""
+    return (QUICK_KERNEL_FLAGS + ((LINE_TABLES, ) if lines else ())) if quick else KERNEL_FLAGS
 
 
 def _pch_flags(quick: bool = False) -> List[str]:
@@ -200,10 +202,11 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def kernel_key(source: str, kernel_name: str, trampoline: str, tools: bool = False, quick: bool = False) -> str:
+def kernel_key(source: str, kernel_name: str, trampoline: str, tools: bool = False, quick: bool = False,
+               lines: bool = False) -> str:
     cxx = find_compiler()
     srcs = native_sources()
-    return hash_parts("kernel", compiler_version(cxx)[1], _kernel_flags(quick and not tools), target_defines(),
+    return hash_parts("kernel", compiler_version(cxx)[1], _kernel_flags(quick and not tools, lines), target_defines(),
                       extra_link_flags(),
                       _runtime_defines(), *(TOOL_FLAGS if tools else ()),
                  *[k.encode() + b"=" + v for k, v in sorted(srcs.items())], source, kernel_name, trampoline)[:40]
@@ -220,15 +223,19 @@ def kernel_built(key: str) -> bool:
 
 
 def build_kernel(source: str, kernel_name: str, trampoline: str, trampoline_lines: Dict[int, int],
-                 sig_line: int, original_source: str, tools: bool = False, quick: bool = False) -> Tuple[Path, bool]:
+                 sig_line: int, original_source: str, tools: bool = False, quick: bool = False,
+                 lines: bool = False) -> Tuple[Path, bool]:
     """Compile a kernel; returns (shared object, was_cached). Raises EmulatorCompileError. ``tools``: the build for
     the sanitizer and profiler (clang.TOOL_FLAGS; without the precompiled header, which is built without them).
-    ``quick``: at -O0 (clang.QUICK_KERNEL_FLAGS; not for the tools build)."""
+    ``quick``: at -O0 (clang.QUICK_KERNEL_FLAGS; not for the tools build). ``lines``: the quick build with line
+    tables, which locates a fault of the quick library (its precompiled header is the quick one: debug
+    information of the header's declarations is not what a fault is mapped to)."""
     cxx = find_compiler()
     inc, _ = native_dirs()
     quick = quick and not tools
-    flags = _kernel_flags(quick)
-    key = kernel_key(source, kernel_name, trampoline, tools, quick)
+    lines = lines and quick
+    flags = _kernel_flags(quick, lines)
+    key = kernel_key(source, kernel_name, trampoline, tools, quick, lines)
     out_dir = kernel_dir(key)
     msl_name = f"{kernel_name}.metal"
 
@@ -259,7 +266,8 @@ def build_kernel(source: str, kernel_name: str, trampoline: str, trampoline_line
 
     hit = cached_entry(out_dir, [KERNEL_LIB, msl_name, "entry.cpp"], timed_build, f"kernel '{kernel_name}'")
     compile_log.emit(kernel_name, compile_log.LOADED if hit else compile_log.COMPILED, "emulator", sum(clang),
-                     str(out_dir) + (", -O0: a quick library" if quick else ""))
+                     str(out_dir) + ((", -O0 with line tables: to locate a fault of the quick library" if lines
+                                      else ", -O0: a quick library") if quick else ""))
     return out_dir / KERNEL_LIB, hit
 
 

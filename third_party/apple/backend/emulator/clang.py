@@ -20,6 +20,9 @@ SHLIB_SUFFIX = ".dylib" if IS_DARWIN else ".so"
 
 
 
+LINE_TABLES = "-gline-tables-only"
+
+
 def kernel_flags(x86_64: bool = IS_X86_64, darwin: bool = IS_DARWIN) -> Tuple[str, ...]:
     """Flags of kernel translation units for a host: MSL compiled as C++ with Metal's defined behaviour
     where C++ has UB. (The portability tests ask for other hosts' flags.)"""
@@ -45,7 +48,7 @@ def kernel_flags(x86_64: bool = IS_X86_64, darwin: bool = IS_DARWIN) -> Tuple[st
         # Report what Metal does not trap on; the runtime provides the sanitizer hooks (no sanitizer runtime).
         "-fsanitize=integer-divide-by-zero,shift-exponent,array-bounds",
         "-fno-sanitize-link-runtime",
-        "-gline-tables-only",               # map faulting instructions back to MSL lines
+        LINE_TABLES,                        # map faulting instructions back to MSL lines
         "-w",
         "-ferror-limit=30",
         "-fno-color-diagnostics",
@@ -116,9 +119,11 @@ KERNEL_FLAGS = kernel_flags() + host_arch_flags() + (
 TOOL_FLAGS: Tuple[str, ...] = ("-fsanitize-coverage=func,trace-loads,trace-stores", "-DTT_EMU_TOOLS=1",
                                "-fno-vectorize", "-fno-slp-vectorize", "-fno-builtin", "-mllvm",
                                "-disable-vector-combine")
-# Kernels of autotune configs being timed (tuning.py): the same flags at -O0. About 8x less compile time for a large
-# kernel and the same results: the flags above pin every floating-point and integer rule at any level.
-QUICK_KERNEL_FLAGS: Tuple[str, ...] = tuple("-O0" if f == "-O2" else f for f in KERNEL_FLAGS)
+# A kernel's first library (tuning.py): the same flags at -O0. About 8x less compile time for a large kernel and the
+# same results: the flags above pin every floating-point and integer rule at any level. Without line tables, which
+# are a fifth of an -O0 compile: a fault in a quick library is located through the same build with them
+# (build.build_kernel's `lines`), whose code is checked to be the same bytes (objfile.py).
+QUICK_KERNEL_FLAGS: Tuple[str, ...] = tuple("-O0" if f == "-O2" else f for f in KERNEL_FLAGS if f != LINE_TABLES)
 RUNTIME_FLAGS: Tuple[str, ...] = ("-std=c++17", "-O2", "-fPIC", "-shared", "-pthread", "-fvisibility=hidden",
                                   "-fno-omit-frame-pointer")
 _CANDIDATES = ("clang++-22", "clang++-21", "clang++-20", "clang++-19", "clang++-18", "clang++-17", "clang++") + (

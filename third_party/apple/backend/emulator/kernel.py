@@ -15,7 +15,7 @@ from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Seq
 
 from .. import knobs
 from ..target import MAX_THREADS_PER_THREADGROUP
-from . import build
+from . import build, objfile
 from . import signature as _sig
 from . import tools as _tools
 from .errors import EmulatorCompileError, EmulatorError, EmulatorLaunchError, EmulatorSanitizerWarning, EmulatorWarning
@@ -137,7 +137,8 @@ class EmulatorKernel:
 
     def __init__(self, name: str, source: str, signature: _sig.KernelSignature, so_path: Path, cache_hit: bool,
                  rebuild: Optional[Callable[[], Tuple[Path, bool]]] = None,
-                 build_tools: Optional[Callable[[], Tuple[Path, bool]]] = None, quick: bool = False):
+                 build_tools: Optional[Callable[[], Tuple[Path, bool]]] = None, quick: bool = False,
+                 build_lines: Optional[Callable[[], Tuple[Path, bool]]] = None):
         self.name = name
         self._rebuild = rebuild  # builds the cache entry again when its library went away (_entry_point)
         # the sanitizer and profiler: the tools the knobs asked for when the kernel was compiled, and the build of
@@ -152,7 +153,8 @@ class EmulatorKernel:
         self.params = signature.params
         self.so_path = Path(so_path)
         self.cache_hit = cache_hit
-        self.quick = quick  # built at -O0, for timing autotune configs (tuning.py)
+        self.quick = quick  # built at -O0, without line tables: a kernel's first library (tuning.py)
+        self._build_lines = build_lines  # a quick library's build with line tables, made when a fault needs a line
         self._lib = runtime_library()
         self._launcher = launcher()  # compiled (or found in Triton's cache) now: a machine without one fails here
         LOADED_LIBRARIES.acquire(self.so_path, self.name)  # loads it now: a bad library fails at compile time
@@ -457,6 +459,20 @@ class EmulatorKernel:
                 f"({count} time(s) in this launch, first with operands {a}, {b}). "
                 "Set TRITON_APPLE_EMULATOR_UB=error to make this fatal."), stacklevel=4)
 
+    def _with_line_tables(self, so_path: Path) -> Optional[Path]:
+        """The library to look a faulting instruction of `so_path` up in: itself, or for this kernel's quick library
+        (built without line tables) the same build with them, where its code is the same bytes at the same
+        addresses (objfile.py; else None: no line is better than a wrong one)."""
+        if not (self.quick and self._build_lines is not None and Path(so_path) == self.so_path):
+            return so_path
+        try:
+            twin, _ = self._build_lines()
+        except Exception as e:  # noqa: BLE001 (the fault is what gets reported; its line is a bonus)
+            warnings.warn(EmulatorWarning(f"kernel '{self.name}': its fault could not be located on an MSL line "
+                                          f"(the build with line tables failed: {e})"), stacklevel=3)
+            return None
+        return twin if objfile.same_code(so_path, twin) else None
+
     def _launch_error(self, res: LaunchResult, threadgroup: Tuple[int, int, int],
                       so_path: Optional[Path] = None) -> EmulatorLaunchError:
         """The error of a failed launch; `so_path`: the library that ran (default: the kernel's own; the tools
@@ -471,7 +487,8 @@ class EmulatorKernel:
             lines += array_lines
         module = res.pc_module.decode(errors="replace")
         if res.pc and module and os.path.realpath(module) == os.path.realpath(str(so_path)):
-            loc = symbolize(str(so_path), res.pc_offset, f"{self.name}.metal")
+            with_lines = self._with_line_tables(so_path)
+            loc = symbolize(str(with_lines), res.pc_offset, f"{self.name}.metal") if with_lines else None
             if loc:
                 lines.append(loc[0])
                 msg += f"\n  at MSL line {loc[0]}:{loc[1]}: {self._source_line(loc[0])}"
@@ -562,11 +579,16 @@ def compile_msl(source: Union[str, bytes], kernel_name: str, quick: Optional[boo
     def build_tools() -> Tuple[Path, bool]:
         return build.build_kernel(rewritten, kernel_name, trampoline, tramp_lines, sig.line, source, tools=True)
 
+    def build_lines() -> Tuple[Path, bool]:
+        return build.build_kernel(rewritten, kernel_name, trampoline, tramp_lines, sig.line, source, quick=True,
+                                  lines=True)
+
     so, hit = rebuild()
     if not hit:
         LOADED_LIBRARIES.forget(so)
     runtime_library()  # built and loaded (RTLD_GLOBAL) before any kernel library is loaded
-    k = EmulatorKernel(kernel_name, source, sig, so, hit, rebuild, build_tools, quick)
+    k = EmulatorKernel(kernel_name, source, sig, so, hit, rebuild, build_tools, quick,
+                       build_lines if quick else None)
     with _compile_lock:
         _memory_cache[key] = k
         while len(_memory_cache) > max(1, knobs.emulator_max_loaded.get()):

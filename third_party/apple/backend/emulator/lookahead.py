@@ -5,7 +5,9 @@ frontend and passes, then our lowering: Python, one core), its library is built 
 timed, and only then does config k+1's compile start. On the emulator all of it is host work, and the two halves
 use different resources: while clang builds config k's library and its launches run (the native launcher
 releases the GIL), the interpreter is idle. So once the autotuner's own first call of a run's first config has
-compiled it (:func:`after_first_call`), one background thread compiles the configs after it, with the same
+compiled it (:func:`loaded`: the driver loads the compiled kernel, whose library then builds; or
+:func:`after_first_call`, when the kernel was already compiled), one background thread compiles the configs after
+it, with the same
 arguments, and loads each compiled kernel (which starts its library's build, `background.py`); each later
 config's timing first waits for that thread to have compiled it (:func:`before_timing`). The timing loop then
 finds each config compiled and its library built or building, and Triton's frontend never runs in two threads
@@ -30,6 +32,9 @@ from .. import knobs
 
 _runs: "weakref.WeakKeyDictionary[Any, _Lookahead]" = weakref.WeakKeyDictionary()
 _runs_lock = threading.Lock()
+# Per thread: the run whose first config this thread is calling, until its lookahead starts (`loaded` or
+# `after_first_call`): (autotuner, args, keyword arguments, its configs).
+_first = threading.local()
 
 
 class _Lookahead:
@@ -142,11 +147,12 @@ def before_timing(kernel_call: Any) -> None:
     target = _target(kernel_call)
     if target is None:
         return
-    tuner, _, _, config, configs = target
+    tuner, args, meta, config, configs = target
     if configs and configs[0] is config:  # the autotuner times its configs in order: a new run
         earlier = _take(tuner)
         if earlier is not None:
             earlier.stop()
+        _first.run = (tuner, args, meta, configs) if len(configs) > 1 else None
         return
     with _runs_lock:
         lookahead = _runs.get(tuner)
@@ -154,25 +160,47 @@ def before_timing(kernel_call: Any) -> None:
         lookahead.wait_for(config)
 
 
+def loaded(kernel_name: str) -> None:
+    """Called by the driver when this thread loads a compiled kernel (its library's build starts). When that is
+    the kernel of the run whose first config this thread is calling, that config's Triton compile is over: the
+    lookahead starts now, and compiles the next config while clang builds this one's library. Not before:
+    Triton's frontend parses Python with the `ast` module, whose object conversion is not safe in two threads at
+    once on CPython 3.11 ("AST constructor recursion depth mismatch"), so the lookahead compiles only while the
+    autotuner's own thread does not. (Another kernel loaded first, by a pre-hook, does not start it.)"""
+    run = getattr(_first, "run", None)
+    if run is not None and _kernel_name(run[0].fn) == kernel_name:
+        _first.run = None
+        _start(*run)
+
+
 def after_first_call(kernel_call: Any) -> None:
-    """Called once the benchmarker's first call of `kernel_call` has compiled its config: on an autotuner run's
-    first config, start compiling the later ones. Not before: Triton's frontend parses Python with the `ast`
-    module, whose object conversion is not safe in two threads at once on CPython 3.11 ("AST constructor
-    recursion depth mismatch"), so the lookahead compiles only while the autotuner's own thread does not."""
-    target = _target(kernel_call)
-    if target is None:
-        return
-    tuner, args, meta, config, configs = target
-    if configs and configs[0] is config and len(configs) > 1:
-        lookahead = _Lookahead(configs[1:])
-        with _runs_lock:
-            _runs[tuner] = lookahead
-        lookahead.start(tuner, args, meta)
+    """Called once the benchmarker's first call of `kernel_call` has returned: on an autotuner run's first
+    config whose kernel was compiled without being loaded here (the JIT had it already), start the lookahead."""
+    run = getattr(_first, "run", None)
+    _first.run = None
+    if run is not None:
+        _start(*run)
+
+
+def _start(tuner: Any, args: tuple, meta: Dict[str, Any], configs: List[Any]) -> None:
+    lookahead = _Lookahead(configs[1:])
+    with _runs_lock:
+        _runs[tuner] = lookahead
+    lookahead.start(tuner, args, meta)
+
+
+def _kernel_name(fn: Any) -> Optional[str]:
+    """The name the driver loads `fn`'s compiled kernels under (a JITFunction's, under any heuristics)."""
+    from triton.runtime.autotuner import Heuristics
+    while isinstance(fn, Heuristics):
+        fn = fn.fn
+    return getattr(fn, "__name__", None)
 
 
 def stop(kernel_call: Any) -> None:
     """Called when timing `kernel_call` raised: the autotuner's run is over, so its lookahead compiles no more
     (the caller may compile other kernels next, which must not run beside it)."""
+    _first.run = None
     target = _target(kernel_call)
     if target is not None:
         lookahead = _take(target[0])
@@ -183,6 +211,7 @@ def stop(kernel_call: Any) -> None:
 def _after_fork_in_child() -> None:
     global _runs_lock
     _runs_lock = threading.Lock()
+    _first.run = None  # the forking thread's: the child's only thread starts its own runs
     _runs.clear()  # their threads are the parent's: a child's autotuner runs start their own
 
 
