@@ -91,7 +91,7 @@ class _Lookahead:
             event.wait()
 
 
-def _what_is_timed(kernel_call: Any) -> Optional[Tuple[Any, tuple, Dict[str, Any], Any]]:
+def what_is_timed(kernel_call: Any) -> Optional[Tuple[Any, tuple, Dict[str, Any], Any]]:
     """(autotuner, args, keyword arguments without the config's, config) read from the benchmarked callable,
     or None when it is not `Autotuner._bench`'s `kernel_call`."""
     from triton.runtime.autotuner import Autotuner, Config
@@ -126,7 +126,7 @@ def _target(kernel_call: Any) -> Optional[Tuple[Any, tuple, Dict[str, Any], Any,
     config `kernel_call` times, else None."""
     if not knobs.emulator_autotune_lookahead.get():
         return None
-    found = _what_is_timed(kernel_call)
+    found = what_is_timed(kernel_call)
     if found is None:
         return None
     tuner = found[0]
