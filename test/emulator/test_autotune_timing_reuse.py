@@ -49,9 +49,9 @@ def test_configs_differing_only_in_num_stages_are_timed_once_per_run(fresh_cache
         first = next(o for o in CONFIGS if o.kwargs == c.kwargs and o.num_warps == c.num_warps)
         assert timings[c] == timings[first]  # the repeat got the timing of the config it repeats
         timed = calls[(c.kwargs["BLOCK"], c.num_warps, c.num_stages)]
-        # launched: the first of each kernel, at least twice (an untimed call, then timed ones); a repeat never,
+        # launched: the first of each kernel (its first call is timed, more calls while under 5 ms); a repeat never,
         # except the best config's launch for the result itself
-        assert timed >= 2 if c is first else timed <= 1, (c, timed)
+        assert timed >= 1 if c is first else timed <= 1, (c, timed)
     best = _twice.best_config
     assert best.num_stages == 1  # ties go to the first config, which is the one that was timed
 
@@ -59,7 +59,7 @@ def test_configs_differing_only_in_num_stages_are_timed_once_per_run(fresh_cache
     del x, y
     gc.collect()
     x, y = _run(500)  # a new key: a new run, with other tensors, timed anew
-    assert sum(calls.values()) >= 2 * 4
+    assert sum(calls.values()) >= 4
     refs = [weakref.ref(x), weakref.ref(y)]
     del x, y
     gc.collect()

@@ -299,21 +299,25 @@ class AppleUtils:
 def _time_configs_on_the_emulator(fn, rep: float = 5.0, grad_to_none=None, quantiles=None,
                                   return_mode: str = "mean"):
     """What the autotuner times a config with on the emulator, with `triton.testing.do_bench`'s parameters and
-    results (`mps_host.summarize`): one untimed call (it compiles the config), then timed calls until `rep`
-    milliseconds are spent (at least one), the kernels they load built quickly (emulator/tuning.py), the
-    autotuner's later configs compiled meanwhile (emulator/lookahead.py). Launches on
-    the emulator are synchronous host calls, so a host clock times them; upstream's estimate, warm-up and
-    cache-clearing calls (eight launches at least) would only repeat the same CPU work."""
+    results (`mps_host.summarize`): a first call, which compiles the config and whose launch the launcher times
+    (the kernel's run alone: not its compile, library build or load), then timed calls until `rep` milliseconds
+    are spent, the kernels they load built quickly (emulator/tuning.py), the autotuner's later configs compiled
+    meanwhile (emulator/lookahead.py); a config that compiles to the kernel an earlier config of the run was
+    timed with gets that timing (emulator/timing_reuse.py). Launches on the emulator are synchronous host calls,
+    so a host clock times them; upstream's estimate, warm-up and cache-clearing calls (eight launches at least)
+    would only repeat the same CPU work."""
     from .emulator import lookahead, timing_reuse, tuning
     repeated = timing_reuse.earlier(fn)
     if repeated is not None:  # a config that compiles to the kernel an earlier config of this run was timed with
         return repeated
     times: List[float] = []
-    with tuning.timing_configs():
+    with tuning.timing_configs() as launches:
         lookahead.before_timing(fn)
         try:
             fn()
             lookahead.after_first_call(fn)  # the autotuner's later configs compile while this one is timed
+            if launches.count:  # the first call's launches, without its compile, build and load
+                times.append(launches.seconds * 1000.0)
             while not times or sum(times) < rep:
                 for x in grad_to_none or ():
                     x.grad = None
@@ -516,16 +520,18 @@ class EmulatorLaunch:
             from .emulator.kernel import _dim3
             _dim3(la.name, grid, "grid", 0)  # raises, saying which dimension
         added = la.added_buffers("cpu")
+        from .emulator import tuning
         try:
             try:
                 started = time.perf_counter()
                 kernel.run(plan, grid, (la.threads, 1, 1), args, tuple(added.values()), enter_hook, launch_metadata)
-                function.ran(kernel, time.perf_counter() - started)
+                ran = time.perf_counter() - started
+                function.ran(kernel, ran)
+                tuning.launched(ran)
             except Exception as e:
                 if not (kernel.quick and getattr(e, "kind", None) == "stack_overflow"):
                     raise
                 # an -O0 library's frames are larger than the optimised one's: later launches run on that
-                from .emulator import tuning
                 function.optimise()
                 if not tuning.quick_builds():
                     # threads that ran before the overflow may have stored already, and running the launch again

@@ -24,16 +24,40 @@ from typing import Iterator, Optional
 from .. import knobs
 
 _timing: ContextVar[bool] = ContextVar("apple_emulator_timing_configs", default=False)
+_launches: "ContextVar[Optional[Launches]]" = ContextVar("apple_emulator_timed_launches", default=None)
+
+
+class Launches:
+    """The kernel launches made while configs are timed, as the driver's launcher timed them: the kernel's run
+    alone, without its compile, its library's build or load, or the autotuner's hooks."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.seconds = 0.0
+
+    def reset(self) -> None:
+        self.count, self.seconds = 0, 0.0
 
 
 @contextlib.contextmanager
-def timing_configs() -> Iterator[None]:
-    """Within it, kernels loaded on this thread get quick libraries (when the knob allows)."""
-    token = _timing.set(True)
+def timing_configs() -> Iterator[Launches]:
+    """Within it, kernels loaded on this thread get quick libraries (when the knob allows); the launches made are
+    counted and timed in what it yields."""
+    launches = Launches()
+    token, launches_token = _timing.set(True), _launches.set(launches)
     try:
-        yield
+        yield launches
     finally:
+        _launches.reset(launches_token)
         _timing.reset(token)
+
+
+def launched(seconds: float) -> None:
+    """A kernel launch on this thread ran for `seconds` (counted when configs are being timed)."""
+    launches = _launches.get()
+    if launches is not None:
+        launches.count += 1
+        launches.seconds += seconds
 
 
 def quick_builds() -> bool:
