@@ -245,6 +245,7 @@ class TypeParser:
     def __init__(self, aliases: Dict[str, str]):
         self.aliases = aliases
         self._enc_cache: Dict[str, Encoding] = {}
+        self._type_cache: Dict[str, Type] = {}  # types are frozen: one object per spelling in the module
 
     def encoding(self, s: str) -> Encoding:
         s = s.strip()
@@ -283,6 +284,12 @@ class TypeParser:
         return OpaqueEncoding(text)
 
     def parse(self, s: str) -> Type:
+        known = self._type_cache.get(s)
+        if known is None:
+            known = self._type_cache[s] = self._parse(s)
+        return known
+
+    def _parse(self, s: str) -> Type:
         s = s.strip()
         if s in INT_WIDTHS or s in FLOAT_WIDTHS or s == "index":
             return ScalarType(s)
