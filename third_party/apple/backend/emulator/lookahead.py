@@ -18,7 +18,9 @@ keyword arguments with the config's (`current`) and the config (`config`). Where
 time are not known before it prunes), nothing is done. Nothing is launched ahead: the autotuner's pre- and
 post-hooks run only in its own calls (Triton's JIT hooks and compile-time warnings of a config compiled ahead
 run on the lookahead thread). A config whose compile fails here is compiled again by the autotuner, which reports
-or skips it as it always does. `TRITON_APPLE_EMULATOR_AUTOTUNE_LOOKAHEAD=0` turns this off.
+or skips it as it always does; the run's lookahead stops first (its next compile finishes), so that the two
+frontends do not overlap, and the run's later configs compile in the autotuner's thread.
+`TRITON_APPLE_EMULATOR_AUTOTUNE_LOOKAHEAD=0` turns this off.
 """
 from __future__ import annotations
 
@@ -44,6 +46,7 @@ class _Lookahead:
     def __init__(self, configs: List[Any]):
         self.configs = configs
         self.done: Dict[int, threading.Event] = {id(c): threading.Event() for c in configs}
+        self.failed: set = set()  # ids of the configs whose compile raised here
         self.stopped = False
         self.thread: Optional[threading.Thread] = None
 
@@ -68,7 +71,11 @@ class _Lookahead:
                 try:
                     # the autotuner's own call for this config, compiling without a launch (`warmup`)
                     kwargs = {"grid": (1, ), **meta, **config.all_kwargs(), "warmup": True}
-                    kernel = tuner.fn.run(*args, **kwargs)
+                    try:
+                        kernel = tuner.fn.run(*args, **kwargs)
+                    except Exception:
+                        self.failed.add(id(config))
+                        raise
                     if kernel is not None:
                         try:
                             kernel._init_handles()  # load_binary: the library's build starts now
@@ -83,12 +90,13 @@ class _Lookahead:
             for event in self.done.values():  # whatever stopped this thread, no timing waits for it
                 event.set()
 
-    def wait_for(self, config: Any) -> None:
+    def wait_for(self, config: Any) -> bool:
         """Let a compile of `config` this lookahead has started (or will start) finish, rather than compile it
-        twice."""
+        twice; False when that compile raised (the autotuner's own call compiles it again, to meet the error)."""
         event = self.done.get(id(config))
         if event is not None:
             event.wait()
+        return id(config) not in self.failed
 
 
 def what_is_timed(kernel_call: Any) -> Optional[Tuple[Any, tuple, Dict[str, Any], Any]]:
@@ -156,8 +164,12 @@ def before_timing(kernel_call: Any) -> None:
         return
     with _runs_lock:
         lookahead = _runs.get(tuner)
-    if lookahead is not None:
-        lookahead.wait_for(config)
+    if lookahead is not None and not lookahead.wait_for(config):
+        # the autotuner compiles this config again: its frontend must not run beside the lookahead's, so the run's
+        # later configs compile in the autotuner's thread too (a failed timing would stop the lookahead anyway)
+        stopped = _take(tuner)
+        if stopped is not None:
+            stopped.stop()
 
 
 def loaded(kernel_name: str) -> None:
