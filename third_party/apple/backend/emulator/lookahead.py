@@ -19,8 +19,10 @@ time are not known before it prunes), nothing is done. Nothing is launched ahead
 post-hooks run only in its own calls (Triton's JIT hooks and compile-time warnings of a config compiled ahead
 run on the lookahead thread). A config whose compile fails here is compiled again by the autotuner, which reports
 or skips it as it always does; the run's lookahead stops first (its next compile finishes), so that the two
-frontends do not overlap, and the run's later configs compile in the autotuner's thread.
-`TRITON_APPLE_EMULATOR_AUTOTUNE_LOOKAHEAD=0` turns this off.
+frontends do not overlap, and the run's later configs compile in the autotuner's thread. Not covered: an
+autotuner pre-hook that compiles another Triton kernel for the first time would run that frontend beside the
+lookahead's (on CPython 3.11 that can fail with the error above, a crash rather than a wrong result);
+`TRITON_APPLE_EMULATOR_AUTOTUNE_LOOKAHEAD=0` turns the lookahead off.
 """
 from __future__ import annotations
 
