@@ -1,6 +1,6 @@
-"""An autotuned kernel's later configs are compiled while the autotuner times the current one
+"""An autotuned kernel's configs are compiled two at a time, ahead of the autotuner's timing of each
 (emulator/lookahead.py): the same configs timed, the same results, failures reported as the autotuner always does,
-and nothing of a run kept once it is over."""
+Triton's frontend never in two threads at once, and nothing of a run kept once it is over."""
 import gc
 import threading
 import time
@@ -52,6 +52,13 @@ def _prune_nothing(configs, named_args, **kwargs):
     return configs
 
 
+@triton.autotune(configs=[triton.Config({"BLOCK": b}, num_stages=s) for b in (32, 64) for s in (1, 2, 3)], key=["n"])
+@triton.jit
+def _copy_stages(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
 @triton.autotune(configs=_configs(7), key=["n"], prune_configs_by={"early_config_prune": _prune_nothing})
 @triton.jit
 def _scale_pruned(x_ptr, y_ptr, n, BLOCK: tl.constexpr, SCALE: tl.constexpr):
@@ -96,46 +103,51 @@ def _tune(kernel, n: int, monkeypatch, lookahead: bool = True, frontend_seconds:
     return x, y, threads
 
 
-def test_later_configs_compile_on_the_lookahead_thread_and_every_config_is_timed(monkeypatch, fresh_cache):
+def _ahead(threads):
+    return sum(t.startswith(LOOKAHEAD_THREAD) for t in threads)
+
+
+def test_every_config_compiles_on_the_lookahead_threads_and_is_timed(monkeypatch, fresh_cache):
     x, y, threads = _tune(_scale, 200, monkeypatch)
     torch.testing.assert_close(y, x * 3 + 1.0, rtol=0, atol=0)
-    assert threads.count(LOOKAHEAD_THREAD) == 3 and threads.count("MainThread") == 1, threads  # no compile twice
+    assert _ahead(threads) == 4 and "MainThread" not in threads, threads  # nothing compiled twice
     timings = _scale.configs_timings
     assert len(timings) == 4 and all(t[0] < float("inf") for t in timings.values())
 
 
-def test_the_next_config_compiles_while_the_first_config_s_library_builds(monkeypatch, fresh_cache):
-    """The lookahead starts once the first config is compiled and loaded, not after its first launch: every
-    library build here waits (at most a minute) for the lookahead thread to have lowered a config, so the first
-    config's build only proceeds promptly when the lookahead compiles beside it."""
-    from triton.backends.apple.emulator import build
-    lowered_ahead = threading.Event()
-    waited = []
-    original = build.build_kernel
+def test_configs_compile_two_at_a_time(monkeypatch, fresh_cache):
+    """While one lookahead thread lowers a config (made to take 0.3 s here), the other compiles the next one."""
+    from triton.backends.apple.compiler import AppleBackend
+    spans = []
+    make_msl = AppleBackend.make_msl
 
-    def build_kernel(*args, **kwargs):
-        waited.append(lowered_ahead.wait(timeout=60))
-        return original(*args, **kwargs)
+    def slow_make_msl(*args, **kwargs):
+        started = time.perf_counter()
+        time.sleep(0.3)
+        try:
+            return make_msl(*args, **kwargs)
+        finally:
+            spans.append((threading.current_thread().name, started, time.perf_counter()))
 
-    def on_event(e):
-        if e.what == compile_log.LOWERED and threading.current_thread().name == LOOKAHEAD_THREAD:
-            lowered_ahead.set()
-
-    monkeypatch.setattr(build, "build_kernel", build_kernel)
-    stop = compile_log.listen(on_event)
-    try:
-        x, y, threads = _tune(_scale, 130, monkeypatch)
-    finally:
-        stop()
+    monkeypatch.setattr(AppleBackend, "make_msl", staticmethod(slow_make_msl))
+    x, y, threads = _tune(_scale, 130, monkeypatch)
     torch.testing.assert_close(y, x * 3 + 1.0, rtol=0, atol=0)
-    assert waited and waited[0], waited  # config 0's library: the lookahead lowered config 1 during its build
-    assert threads.count("MainThread") == 1 and threads.count(LOOKAHEAD_THREAD) == 3, threads
+    assert _ahead(threads) == 4, threads
+    overlapping = [(a, b) for a in spans for b in spans if a[0] != b[0] and a[1] < b[2] and b[1] < a[2]]
+    assert overlapping, spans
+
+
+def test_configs_differing_only_in_num_stages_compile_once(monkeypatch, fresh_cache):
+    """The second of two such configs waits for the first, whose compile Triton's cache then serves."""
+    x, y, threads = _tune(_copy_stages, 100, monkeypatch)
+    torch.testing.assert_close(y, x, rtol=0, atol=0)
+    assert len(threads) == 2 and _ahead(threads) == 2, threads
 
 
 def test_a_kernel_under_heuristics_looks_ahead_with_each_config_s_heuristic_values(monkeypatch, fresh_cache):
     x, y, threads = _tune(_scale_with_heuristics, 96, monkeypatch)  # EVEN for 32, not for 64
     torch.testing.assert_close(y, x * 2, rtol=0, atol=0)
-    assert threads.count(LOOKAHEAD_THREAD) == 3 and threads.count("MainThread") == 1, threads
+    assert _ahead(threads) == 4 and "MainThread" not in threads, threads
 
 
 def test_a_config_that_fails_to_compile_is_skipped_as_without_the_lookahead(monkeypatch, fresh_cache):
@@ -147,6 +159,27 @@ def test_a_config_that_fails_to_compile_is_skipped_as_without_the_lookahead(monk
     failed = [c for c, t in timings.items() if t[0] == float("inf")]
     assert sorted(c.kwargs["BLOCK"] for c in failed) == [64, 64]
     assert _scale_small_blocks_only.best_config.kwargs["BLOCK"] == 32
+
+
+def test_a_config_whose_load_failed_on_a_lookahead_thread_is_loaded_again_by_the_autotuner(monkeypatch, fresh_cache):
+    from triton.backends.apple.emulator import EmulatorCompileError
+    from triton.runtime import driver
+    utils = driver.active.utils
+    load_binary = utils.load_binary
+    failed = []
+
+    def fails_ahead(name, *args):
+        if threading.current_thread().name.startswith(LOOKAHEAD_THREAD):
+            failed.append(name)
+            raise EmulatorCompileError(f"kernel '{name}': a load failure planted on the lookahead thread",
+                                       kernel_name=name)
+        return load_binary(name, *args)
+
+    monkeypatch.setattr(utils, "load_binary", fails_ahead)
+    x, y, threads = _tune(_scale, 150, monkeypatch)
+    torch.testing.assert_close(y, x * 3 + 1.0, rtol=0, atol=0)
+    assert len(failed) == 4 and "MainThread" not in threads  # compiled ahead, loaded by the autotuner's calls
+    assert all(t[0] < float("inf") for t in _scale.configs_timings.values())
 
 
 def test_the_knob_turns_it_off(monkeypatch, fresh_cache):
@@ -165,9 +198,9 @@ def test_each_run_looks_ahead_and_keeps_no_tensor_afterwards(monkeypatch, fresh_
     for n in (64, 100):  # two keys (and specialisations): two runs of the same autotuner, compiling anew
         x, y, threads = _tune(_scale, n, monkeypatch)
         torch.testing.assert_close(y, x * 3 + 1.0, rtol=0, atol=0)
-        assert threads.count(LOOKAHEAD_THREAD) == 3, (n, threads)
+        assert _ahead(threads) == 4, (n, threads)
     for t in threading.enumerate():
-        if t.name == LOOKAHEAD_THREAD:
+        if t.name.startswith(LOOKAHEAD_THREAD):
             t.join(timeout=300)
     refs = [weakref.ref(x), weakref.ref(y)]
     del x, y

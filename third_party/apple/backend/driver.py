@@ -285,8 +285,6 @@ class AppleUtils:
             max_threads = int(getattr(fn, "max_threads_per_threadgroup", MAX_THREADS_PER_THREADGROUP))
             return lib, fn, registers_per_thread(max_threads, fam), 0, max_threads
         fn = EmulatorFunction(name, kernel, build_now=True)  # compile_msl checks the bytes, names the kernel if damaged
-        from .emulator import lookahead
-        lookahead.loaded(name)  # an autotuner's first config compiled: its later ones compile while this one builds
         return fn, fn, registers_per_thread(MAX_THREADS_PER_THREADGROUP, fam), 0, MAX_THREADS_PER_THREADGROUP
 
     def unload_module(self, module) -> None:
@@ -299,23 +297,22 @@ class AppleUtils:
 def _time_configs_on_the_emulator(fn, rep: float = 5.0, grad_to_none=None, quantiles=None,
                                   return_mode: str = "mean"):
     """What the autotuner times a config with on the emulator, with `triton.testing.do_bench`'s parameters and
-    results (`mps_host.summarize`): a first call, which compiles the config and whose launch the launcher times
-    (the kernel's run alone: not its compile, library build or load), then timed calls until `rep` milliseconds
-    are spent, the kernels they load built quickly (emulator/tuning.py), the autotuner's later configs compiled
-    meanwhile (emulator/lookahead.py); a config that compiles to the kernel an earlier config of the run was
+    results (`mps_host.summarize`): a first call, whose launch the launcher times (the kernel's run alone: not its
+    compile, library build or load), then timed calls until `rep` milliseconds are spent, the kernels they load
+    built quickly (emulator/tuning.py), the run's configs compiled ahead of their timing, two at a time
+    (emulator/lookahead.py); a config that compiles to the kernel an earlier config of the run was
     timed with gets that timing (emulator/timing_reuse.py). Launches on the emulator are synchronous host calls,
     so a host clock times them; upstream's estimate, warm-up and cache-clearing calls (eight launches at least)
     would only repeat the same CPU work."""
     from .emulator import lookahead, timing_reuse, tuning
-    repeated = timing_reuse.earlier(fn)
-    if repeated is not None:  # a config that compiles to the kernel an earlier config of this run was timed with
-        return repeated
     times: List[float] = []
     with tuning.timing_configs() as launches:
-        lookahead.before_timing(fn)
+        lookahead.before_timing(fn)  # the run's configs compile ahead, two at a time; this one is compiled now
+        repeated = timing_reuse.earlier(fn)
+        if repeated is not None:  # a config that compiles to the kernel an earlier config of this run was timed with
+            return repeated
         try:
             fn()
-            lookahead.after_first_call(fn)  # the autotuner's later configs compile while this one is timed
             if launches.count:  # the first call's launches, without its compile, build and load
                 times.append(launches.seconds * 1000.0)
             while not times or sum(times) < rep:

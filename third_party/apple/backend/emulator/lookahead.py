@@ -1,27 +1,31 @@
-"""An autotuned kernel's later configs compiled while the autotuner times the current one.
+"""An autotuned kernel's configs compiled two at a time, ahead of the autotuner's timing of each.
 
 Triton 3.9's autotuner compiles and times its configs one after another: config k is compiled (Triton's
-frontend and passes, then our lowering: Python, one core), its library is built (clang, a subprocess), it is
-timed, and only then does config k+1's compile start. On the emulator all of it is host work, and the two halves
-use different resources: while clang builds config k's library and its launches run (the native launcher
-releases the GIL), the interpreter is idle. So once the autotuner's own first call of a run's first config has
-compiled it (:func:`loaded`: the driver loads the compiled kernel, whose library then builds; or
-:func:`after_first_call`, when the kernel was already compiled), one background thread compiles the configs after
-it, with the same
-arguments, and loads each compiled kernel (which starts its library's build, `background.py`); each later
-config's timing first waits for that thread to have compiled it (:func:`before_timing`). The timing loop then
-finds each config compiled and its library built or building, and Triton's frontend never runs in two threads
-at once. What the autotuner is timing is read from the callable it benchmarks: `Autotuner._bench`'s
-`kernel_call`, whose free variables are the autotuner (`self`), the call's positional arguments (`args`), its
-keyword arguments with the config's (`current`) and the config (`config`). Where the callable is not of that shape (a user's own
-`do_bench` caller, another Triton), or the autotuner prunes its configs (`prune_configs_by`: the configs it will
-time are not known before it prunes), nothing is done. Nothing is launched ahead: the autotuner's pre- and
-post-hooks run only in its own calls (Triton's JIT hooks and compile-time warnings of a config compiled ahead
-run on the lookahead thread). A config whose compile fails here is compiled again by the autotuner, which reports
-or skips it as it always does; the run's lookahead stops first (its next compile finishes), so that the two
-frontends do not overlap, and the run's later configs compile in the autotuner's thread. Not covered: an
-autotuner pre-hook that compiles another Triton kernel for the first time would run that frontend beside the
-lookahead's (on CPython 3.11 that can fail with the error above, a crash rather than a wrong result);
+frontend and passes, then our lowering), its library is built (clang, a subprocess), it is timed, and only then
+does config k+1's compile start. On the emulator all of it is host work that could overlap: upstream's passes
+release the GIL, clang runs in another process, and the native launcher releases the GIL while a kernel runs.
+So when the autotuner asks to time a run's first config (:func:`before_timing`), two background threads start
+compiling the run's configs in order, with the autotuner's own arguments (`run(..., warmup=True)`: no launch, no
+hook), and load each compiled kernel (which starts its library's build, `background.py`); the timing of every
+config, the first included, first waits for its compile, so the autotuner's own calls find each config compiled
+and its library built or building, and the autotuner's thread compiles nothing.
+
+Triton's frontend parses Python with the `ast` module, whose object conversion is not safe in two threads at
+once on CPython 3.11 ("AST constructor recursion depth mismatch"). So the two threads take turns for it: a thread
+holds :data:`_frontend` from the start of a compile until the backend's first stage begins (:func:`past_frontend`,
+called by compiler.py once the frontend has made the TTIR) or the compile returns; the rest of each compile
+(upstream's passes, our lowering, the library's build) overlaps the other thread's. A config that compiles to the
+same kernel as an earlier one (equal but for num_stages, `autotune_call.same_kernel_key`) waits for that one, so
+Triton's cache serves it instead of both compiling at once.
+
+What the autotuner is timing is read from the callable it benchmarks (`autotune_call.what_is_timed`). Where the
+callable is not of that shape, or the autotuner prunes its configs (`prune_configs_by`: the configs it will time
+are not known before it prunes), nothing is done and the autotuner compiles as usual. Triton's JIT hooks and
+compile-time warnings run on these threads. A config whose compile fails here is compiled again by the autotuner,
+which reports or skips it as it always does; the run's lookahead stops first (the compiles in flight finish), so
+that no frontend runs beside it, and the run's later configs compile in the autotuner's thread. Not covered: an
+autotuner pre-hook that compiles another Triton kernel for the first time would run that frontend beside these
+threads' (on CPython 3.11 that can fail with the error above, a crash rather than a wrong result);
 `TRITON_APPLE_EMULATOR_AUTOTUNE_LOOKAHEAD=0` turns the lookahead off.
 """
 from __future__ import annotations
@@ -30,108 +34,132 @@ import contextvars
 import os
 import threading
 import weakref
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional
 
 from .. import knobs
+from .autotune_call import same_kernel_key, what_is_timed
+
+# Compiles at once: one in Triton's frontend (under `_frontend`) while the other runs its passes and lowering.
+THREADS = 2
 
 _runs: "weakref.WeakKeyDictionary[Any, _Lookahead]" = weakref.WeakKeyDictionary()
 _runs_lock = threading.Lock()
-# Per thread: the run whose first config this thread is calling, until its lookahead starts (`loaded` or
-# `after_first_call`): (autotuner, args, keyword arguments, its configs).
-_first = threading.local()
+_frontend = threading.Lock()  # held by a lookahead thread while Triton's frontend may run in it
+_holding = threading.local()  # `.frontend`: whether this thread holds `_frontend`
 
 
 class _Lookahead:
-    """The configs of one autotuner run after its first, compiled in order in a daemon thread. It keeps no
-    reference to the autotuner or the arguments once that thread is done (a tensor must not outlive its run)."""
+    """The configs of one autotuner run, compiled in order by daemon threads. It keeps no reference to the
+    autotuner or the arguments once those threads are done (a tensor must not outlive its run)."""
 
     def __init__(self, configs: List[Any]):
         self.configs = configs
         self.done: Dict[int, threading.Event] = {id(c): threading.Event() for c in configs}
         self.failed: set = set()  # ids of the configs whose compile raised here
         self.stopped = False
-        self.thread: Optional[threading.Thread] = None
+        self.threads: List[threading.Thread] = []
+        self._next = 0
+        self._lock = threading.Lock()
+        # the config that compiles to the same kernel as each config, earlier in the list (waited for)
+        first: Dict[Any, Any] = {}
+        self.same_as: Dict[int, Any] = {}
+        for c in configs:
+            key = same_kernel_key(c)
+            if key is not None:
+                if key in first:
+                    self.same_as[id(c)] = first[key]
+                else:
+                    first[key] = c
 
     def start(self, tuner: Any, args: tuple, meta: Dict[str, Any]) -> None:
-        # the autotuner's own compiles see the same context (the quick-library rule of tuning.py)
-        context = contextvars.copy_context()
-        self.thread = threading.Thread(target=context.run, args=(self._compile_all, tuner, args, meta), daemon=True,
-                                       name="apple-emulator-autotune-lookahead")
-        self.thread.start()
+        for i in range(min(THREADS, len(self.configs))):
+            # the autotuner's own compiles see the same context (the quick-library rule of tuning.py)
+            context = contextvars.copy_context()
+            thread = threading.Thread(target=context.run, args=(self._compile_all, tuner, args, meta), daemon=True,
+                                      name=f"apple-emulator-autotune-lookahead-{i}")
+            self.threads.append(thread)
+            thread.start()
 
     def stop(self) -> None:
-        """Compile no further config, and return once the one being compiled is done."""
+        """Compile no further config, and return once the ones being compiled are done."""
         self.stopped = True
-        if self.thread is not None and self.thread is not threading.current_thread():
-            self.thread.join()
+        for thread in self.threads:
+            if thread is not threading.current_thread():
+                thread.join()
+
+    def _take(self) -> Optional[Any]:
+        with self._lock:
+            if self.stopped or self._next >= len(self.configs):
+                return None
+            self._next += 1
+            return self.configs[self._next - 1]
 
     def _compile_all(self, tuner: Any, args: tuple, meta: Dict[str, Any]) -> None:
         try:
-            for config in self.configs:
-                if self.stopped:
+            while True:
+                config = self._take()
+                if config is None:
                     break
                 try:
-                    # the autotuner's own call for this config, compiling without a launch (`warmup`)
-                    kwargs = {"grid": (1, ), **meta, **config.all_kwargs(), "warmup": True}
-                    try:
-                        kernel = tuner.fn.run(*args, **kwargs)
-                    except Exception:
-                        self.failed.add(id(config))
-                        raise
-                    if kernel is not None:
-                        try:
-                            kernel._init_handles()  # load_binary: the library's build starts now
-                        except Exception:
-                            kernel._run = None  # the autotuner's own launch loads it again and meets the error
-                            raise
-                except Exception:
-                    pass  # compiled again by the autotuner, which reports or skips the config as usual
+                    same = self.same_as.get(id(config))
+                    if same is not None:  # compiled by the other thread, or done: then Triton's cache has it
+                        self.done[id(same)].wait()
+                    self._compile(tuner, args, meta, config)
                 finally:
                     self.done[id(config)].set()
+        except BaseException:
+            self.stopped = True
+            raise
         finally:
-            for event in self.done.values():  # whatever stopped this thread, no timing waits for it
-                event.set()
+            if self.stopped:  # the configs no thread will compile: no timing waits for them
+                with self._lock:
+                    untaken = self.configs[self._next:]
+                for c in untaken:
+                    self.done[id(c)].set()
+
+    def _compile(self, tuner: Any, args: tuple, meta: Dict[str, Any], config: Any) -> None:
+        # the autotuner's own call for this config, compiling without a launch (`warmup`)
+        kwargs = {"grid": (1, ), **meta, **config.all_kwargs(), "warmup": True}
+        try:
+            _frontend.acquire()
+            _holding.frontend = True
+            try:
+                kernel = tuner.fn.run(*args, **kwargs)
+            finally:
+                _release_frontend()
+        except Exception:
+            self.failed.add(id(config))  # compiled again by the autotuner, which reports or skips the config
+            return
+        if kernel is not None:
+            try:
+                kernel._init_handles()  # load_binary: the library's build starts now
+            except Exception:
+                if kernel.module is None:  # load_binary raised: the autotuner's own launch loads it again
+                    kernel._run = None     # and meets the error
+                # else Triton keeps the error (OutOfResources) for the autotuner's own launch to raise
 
     def wait_for(self, config: Any) -> bool:
-        """Let a compile of `config` this lookahead has started (or will start) finish, rather than compile it
-        twice; False when that compile raised (the autotuner's own call compiles it again, to meet the error)."""
+        """Let the compile of `config` finish, rather than compile it twice; False when that compile raised (the
+        autotuner's own call compiles it again, to meet the error)."""
         event = self.done.get(id(config))
         if event is not None:
             event.wait()
         return id(config) not in self.failed
 
 
-def what_is_timed(kernel_call: Any) -> Optional[Tuple[Any, tuple, Dict[str, Any], Any]]:
-    """(autotuner, args, keyword arguments without the config's, config) read from the benchmarked callable,
-    or None when it is not `Autotuner._bench`'s `kernel_call`."""
-    from triton.runtime.autotuner import Autotuner, Config
-    code = getattr(kernel_call, "__code__", None)
-    cells = getattr(kernel_call, "__closure__", None)
-    if code is None or cells is None or len(code.co_freevars) != len(cells):
-        return None
-    try:
-        free = {name: cell.cell_contents for name, cell in zip(code.co_freevars, cells)}
-    except ValueError:  # an empty cell
-        return None
-    tuner, args, current, config = (free.get(k) for k in ("self", "args", "current", "config"))
-    if not (isinstance(tuner, Autotuner) and isinstance(args, tuple) and isinstance(current, dict)
-            and isinstance(config, Config)):
-        return None
-    own = config.all_kwargs()
-    return tuner, args, {k: v for k, v in current.items() if k not in own}, config
+def _release_frontend() -> None:
+    if getattr(_holding, "frontend", False):
+        _holding.frontend = False
+        _frontend.release()
 
 
-def _compiles_only(fn: Any) -> bool:
-    """Whether `fn.run(..., warmup=True)` only compiles: a JITFunction, possibly under `@triton.heuristics` (an
-    autotuner nested inside would time its own configs)."""
-    from triton.runtime.autotuner import Heuristics
-    from triton.runtime.jit import JITFunction
-    while isinstance(fn, Heuristics):
-        fn = fn.fn
-    return isinstance(fn, JITFunction)
+def past_frontend(kernel_name: str) -> None:
+    """Called by the backend's first stage: this thread's compile of `kernel_name` is past Triton's frontend, so
+    a lookahead thread lets the other one start its next compile."""
+    _release_frontend()
 
 
-def _target(kernel_call: Any) -> Optional[Tuple[Any, tuple, Dict[str, Any], Any, List[Any]]]:
+def _target(kernel_call: Any):
     """(autotuner, args, keyword arguments, config, the autotuner's configs) when the lookahead applies to the
     config `kernel_call` times, else None."""
     if not knobs.emulator_autotune_lookahead.get():
@@ -145,6 +173,16 @@ def _target(kernel_call: Any) -> Optional[Tuple[Any, tuple, Dict[str, Any], Any,
     return (*found, list(tuner.configs))
 
 
+def _compiles_only(fn: Any) -> bool:
+    """Whether `fn.run(..., warmup=True)` only compiles: a JITFunction, possibly under `@triton.heuristics` (an
+    autotuner nested inside would time its own configs)."""
+    from triton.runtime.autotuner import Heuristics
+    from triton.runtime.jit import JITFunction
+    while isinstance(fn, Heuristics):
+        fn = fn.fn
+    return isinstance(fn, JITFunction)
+
+
 def _take(tuner: Any) -> Optional[_Lookahead]:
     with _runs_lock:
         return _runs.pop(tuner, None)
@@ -152,8 +190,8 @@ def _take(tuner: Any) -> Optional[_Lookahead]:
 
 def before_timing(kernel_call: Any) -> None:
     """Called by the emulator's benchmarker before its first call of `kernel_call`: on an autotuner run's first
-    config, stop what is left of an earlier run's lookahead; on a later config, wait for the lookahead's compile
-    of it, so that the autotuner's own call finds it compiled."""
+    config, stop what is left of an earlier run's lookahead and start this run's; then wait for the lookahead's
+    compile of the config, so that the autotuner's own call finds it compiled."""
     target = _target(kernel_call)
     if target is None:
         return
@@ -162,59 +200,25 @@ def before_timing(kernel_call: Any) -> None:
         earlier = _take(tuner)
         if earlier is not None:
             earlier.stop()
-        _first.run = (tuner, args, meta, configs) if len(configs) > 1 else None
-        return
+        if len(configs) < 2:
+            return
+        lookahead = _Lookahead(configs)
+        with _runs_lock:
+            _runs[tuner] = lookahead
+        lookahead.start(tuner, args, meta)
     with _runs_lock:
         lookahead = _runs.get(tuner)
     if lookahead is not None and not lookahead.wait_for(config):
-        # the autotuner compiles this config again: its frontend must not run beside the lookahead's, so the run's
-        # later configs compile in the autotuner's thread too (a failed timing would stop the lookahead anyway)
+        # the autotuner compiles this config again: its frontend must not run beside a lookahead thread's, so the
+        # run's later configs compile in the autotuner's thread too (a failed timing would stop the lookahead anyway)
         stopped = _take(tuner)
         if stopped is not None:
             stopped.stop()
 
 
-def loaded(kernel_name: str) -> None:
-    """Called by the driver when this thread loads a compiled kernel (its library's build starts). When that is
-    the kernel of the run whose first config this thread is calling, that config's Triton compile is over: the
-    lookahead starts now, and compiles the next config while clang builds this one's library. Not before:
-    Triton's frontend parses Python with the `ast` module, whose object conversion is not safe in two threads at
-    once on CPython 3.11 ("AST constructor recursion depth mismatch"), so the lookahead compiles only while the
-    autotuner's own thread does not. (Another kernel loaded first, by a pre-hook, does not start it.)"""
-    run = getattr(_first, "run", None)
-    if run is not None and _kernel_name(run[0].fn) == kernel_name:
-        _first.run = None
-        _start(*run)
-
-
-def after_first_call(kernel_call: Any) -> None:
-    """Called once the benchmarker's first call of `kernel_call` has returned: on an autotuner run's first
-    config whose kernel was compiled without being loaded here (the JIT had it already), start the lookahead."""
-    run = getattr(_first, "run", None)
-    _first.run = None
-    if run is not None:
-        _start(*run)
-
-
-def _start(tuner: Any, args: tuple, meta: Dict[str, Any], configs: List[Any]) -> None:
-    lookahead = _Lookahead(configs[1:])
-    with _runs_lock:
-        _runs[tuner] = lookahead
-    lookahead.start(tuner, args, meta)
-
-
-def _kernel_name(fn: Any) -> Optional[str]:
-    """The name the driver loads `fn`'s compiled kernels under (a JITFunction's, under any heuristics)."""
-    from triton.runtime.autotuner import Heuristics
-    while isinstance(fn, Heuristics):
-        fn = fn.fn
-    return getattr(fn, "__name__", None)
-
-
 def stop(kernel_call: Any) -> None:
     """Called when timing `kernel_call` raised: the autotuner's run is over, so its lookahead compiles no more
     (the caller may compile other kernels next, which must not run beside it)."""
-    _first.run = None
     target = _target(kernel_call)
     if target is not None:
         lookahead = _take(target[0])
@@ -223,9 +227,10 @@ def stop(kernel_call: Any) -> None:
 
 
 def _after_fork_in_child() -> None:
-    global _runs_lock
+    global _runs_lock, _frontend
     _runs_lock = threading.Lock()
-    _first.run = None  # the forking thread's: the child's only thread starts its own runs
+    _frontend = threading.Lock()  # held, perhaps, by a parent's lookahead thread, which the child does not have
+    _holding.frontend = False
     _runs.clear()  # their threads are the parent's: a child's autotuner runs start their own
 
 

@@ -14,10 +14,8 @@ import threading
 import weakref
 from typing import Any, List, Optional, Tuple
 
-from .lookahead import what_is_timed
+from .autotune_call import same_kernel_key, what_is_timed
 
-# Config fields that do not change what this backend compiles.
-SAME_KERNEL_FIELDS_IGNORED = ("num_stages", )
 _SCALARS = (int, float, bool, str, bytes, type(None))
 
 
@@ -58,15 +56,6 @@ _runs: "weakref.WeakKeyDictionary[Any, _Run]" = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
 
 
-def _config_key(config: Any) -> Optional[tuple]:
-    try:
-        fields = tuple(sorted((k, v) for k, v in config.all_kwargs().items() if k not in SAME_KERNEL_FIELDS_IGNORED))
-        hash(fields)
-    except TypeError:
-        return None
-    return fields, config.pre_hook
-
-
 def _lookup(kernel_call: Any):
     """(run, key) of the config `kernel_call` times, the run made afresh when its arguments are new; None when
     the call is not an autotuner's or cannot be compared."""
@@ -74,7 +63,7 @@ def _lookup(kernel_call: Any):
     if found is None:
         return None
     tuner, args, meta, config = found
-    key = _config_key(config)
+    key = same_kernel_key(config)
     if key is None:
         return None
     with _lock:
