@@ -297,36 +297,47 @@ class AppleUtils:
 def _time_configs_on_the_emulator(fn, rep: float = 5.0, grad_to_none=None, quantiles=None,
                                   return_mode: str = "mean"):
     """What the autotuner times a config with on the emulator, with `triton.testing.do_bench`'s parameters and
-    results (`mps_host.summarize`): a first call, whose launch the launcher times (the kernel's run alone: not its
-    compile, library build or load), then timed calls until `rep` milliseconds are spent, the kernels they load
-    built quickly (emulator/tuning.py), the run's configs compiled ahead of their timing, two at a time
-    (emulator/lookahead.py); a config that compiles to the kernel an earlier config of the run was
-    timed with gets that timing (emulator/timing_reuse.py). Launches on the emulator are synchronous host calls,
-    so a host clock times them; upstream's estimate, warm-up and cache-clearing calls (eight launches at least)
-    would only repeat the same CPU work."""
-    from .emulator import lookahead, timing_reuse, tuning
+    results (`mps_host.summarize`). Each sample is a call's launches as the launcher timed them (the kernel's
+    run: not the config's hooks, compile, library build or load), the first call's included, so calls are made
+    until `rep` milliseconds are spent (a long kernel is launched once). The
+    kernels they load are built quickly (emulator/tuning.py); the run's configs compile ahead of their timing, two
+    at a time, and a config that compiled to a kernel already timed in the run gets that timing
+    (emulator/lookahead.py). Launches on the emulator are synchronous host calls; upstream's estimate, warm-up
+    and cache-clearing calls (eight launches at least) would only repeat the same CPU work."""
+    from .emulator import lookahead, tuning
     times: List[float] = []
     with tuning.timing_configs() as launches:
-        lookahead.before_timing(fn)  # the run's configs compile ahead, two at a time; this one is compiled now
-        repeated = timing_reuse.earlier(fn)
-        if repeated is not None:  # a config that compiles to the kernel an earlier config of this run was timed with
-            return repeated
         try:
+            lookahead.before_timing(fn)  # the run's configs compile ahead, two at a time; this one is compiled now
+            repeated = lookahead.earlier_timing(fn)
+            if repeated is not None:  # its kernel was timed already in this run, with the same arguments
+                return repeated
+            launches.reset()
+            started = time.perf_counter()
             fn()
-            if launches.count:  # the first call's launches, without its compile, build and load
-                times.append(launches.seconds * 1000.0)
-            while not times or sum(times) < rep:
+            times.append(_sample(launches, started))  # its compile and load were before its launch
+            while sum(times) < rep:
                 for x in grad_to_none or ():
                     x.grad = None
+                launches.reset()
                 started = time.perf_counter()
                 fn()
-                times.append((time.perf_counter() - started) * 1000.0)
+                times.append(_sample(launches, started))
         except BaseException:
             lookahead.stop(fn)
             raise
     timing = mps_host.summarize(times, quantiles, return_mode)
-    timing_reuse.record(fn, timing)
+    lookahead.record_timing(fn, timing)
     return timing
+
+
+def _sample(launches, started: float) -> float:
+    """Milliseconds of the call that started at `started`: its launches' own time as the launcher measured it
+    (the kernel's run: not the config's hooks, compile, library build or load), or the whole call's where it
+    launched nothing through this backend."""
+    if launches.count:
+        return launches.seconds * 1000.0
+    return (time.perf_counter() - started) * 1000.0
 
 
 @functools.lru_cache(None)

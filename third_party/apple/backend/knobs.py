@@ -129,8 +129,8 @@ emulator_timeout = Knob("TRITON_APPLE_EMULATOR_TIMEOUT", 0.0,
                         _seconds)
 
 emulator_autotune_ms = Knob("TRITON_APPLE_EMULATOR_AUTOTUNE_MS", 5.0,
-                             "milliseconds `@triton.autotune` times each config for on the emulator (the first "
-                             "call's launch, timed without its compile, then more calls while under this); "
+                             "milliseconds `@triton.autotune` times each config for on the emulator (launches "
+                             "as the launcher times them, the first call's included); "
                              "upstream's 25 + 100 ms per config rank CPU emulation, which says nothing of a GPU",
                              _non_negative(float, "a non-negative number of milliseconds"))
 

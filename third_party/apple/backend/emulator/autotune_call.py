@@ -1,5 +1,5 @@
-"""What Triton's autotuner asks the emulator's benchmarker to time, and which of its configs compile to the same
-kernel on this backend (for `lookahead.py` and `timing_reuse.py`).
+"""What Triton's autotuner asks the emulator's benchmarker to time, and which of its configs are expected to compile
+to the same kernel on this backend (`lookahead.py`).
 
 The benchmarker receives `Autotuner._bench`'s `kernel_call`, whose free variables are the autotuner (`self`), the
 call's positional arguments (`args`), its keyword arguments with the config's (`current`) and the config (`config`).
@@ -34,8 +34,10 @@ def what_is_timed(kernel_call: Any) -> Optional[Tuple[Any, tuple, Dict[str, Any]
 
 
 def same_kernel_key(config: Any) -> Optional[tuple]:
-    """A key equal for configs that, called the same way, compile to the same kernel here: equal in everything but
-    num_stages, with the same hook. None when a value cannot be compared (unhashable)."""
+    """A key equal for configs expected to compile to the same kernel here: equal in everything but num_stages,
+    with the same hook (a heuristic or a kernel parameter reading num_stages would still make another kernel, so
+    this only orders compiles; timings are shared by the compiled kernel's own cache key). None when a value cannot
+    be compared (unhashable)."""
     try:
         fields = tuple(sorted((k, v) for k, v in config.all_kwargs().items() if k not in SAME_KERNEL_FIELDS_IGNORED))
         hash(fields)

@@ -1,4 +1,5 @@
-"""An autotuned kernel's configs compiled two at a time, ahead of the autotuner's timing of each.
+"""An autotuned kernel's configs compiled two at a time, ahead of the autotuner's timing of each, and a config that
+compiles to a kernel already timed in the run given that timing.
 
 Triton 3.9's autotuner compiles and times its configs one after another: config k is compiled (Triton's
 frontend and passes, then our lowering), its library is built (clang, a subprocess), it is timed, and only then
@@ -27,6 +28,14 @@ that no frontend runs beside it, and the run's later configs compile in the auto
 autotuner pre-hook that compiles another Triton kernel for the first time would run that frontend beside these
 threads' (on CPython 3.11 that can fail with the error above, a crash rather than a wrong result);
 `TRITON_APPLE_EMULATOR_AUTOTUNE_LOOKAHEAD=0` turns the lookahead off.
+
+Configs that differ only in num_stages compile to the same kernel on this backend (compiler.py records every
+num_stages as 1), and autotune lists often multiply their configs by several values: timing each would launch the
+same kernel with the same arguments again. So a config whose compile here produced the kernel an earlier config of
+the same run was timed with (the same Triton cache key, which covers every constexpr and option), with the same
+config hook, gets that timing (:func:`earlier_timing`, :func:`record_timing`). A run is one lookahead: the
+autotuner calls every config of a run with the same arguments, and a new run (a new key, or the same key after
+its cache was cleared) starts from its first config again.
 """
 from __future__ import annotations
 
@@ -35,6 +44,8 @@ import os
 import threading
 import weakref
 from typing import Any, Dict, List, Optional
+
+from triton.runtime import _async_compile
 
 from .. import knobs
 from .autotune_call import same_kernel_key, what_is_timed
@@ -49,13 +60,16 @@ _holding = threading.local()  # `.frontend`: whether this thread holds `_fronten
 
 
 class _Lookahead:
-    """The configs of one autotuner run, compiled in order by daemon threads. It keeps no reference to the
-    autotuner or the arguments once those threads are done (a tensor must not outlive its run)."""
+    """The configs of one autotuner run, compiled in order by daemon threads, and the timings taken in the run. It
+    keeps no reference to the autotuner or the arguments once those threads are done (a tensor must not outlive its
+    run)."""
 
     def __init__(self, configs: List[Any]):
-        self.configs = configs
-        self.done: Dict[int, threading.Event] = {id(c): threading.Event() for c in configs}
+        self.configs = list({id(c): c for c in configs}.values())  # a config listed twice is compiled once
+        self.done: Dict[int, threading.Event] = {id(c): threading.Event() for c in self.configs}
         self.failed: set = set()  # ids of the configs whose compile raised here
+        self.kernels: Dict[int, str] = {}  # id of a config -> Triton's cache key of the kernel it compiled to
+        self.timings: Dict[tuple, Any] = {}  # (that key, the config's hook) -> the timing taken
         self.stopped = False
         self.threads: List[threading.Thread] = []
         self._next = 0
@@ -63,7 +77,7 @@ class _Lookahead:
         # the config that compiles to the same kernel as each config, earlier in the list (waited for)
         first: Dict[Any, Any] = {}
         self.same_as: Dict[int, Any] = {}
-        for c in configs:
+        for c in self.configs:
             key = same_kernel_key(c)
             if key is not None:
                 if key in first:
@@ -95,6 +109,7 @@ class _Lookahead:
             return self.configs[self._next - 1]
 
     def _compile_all(self, tuner: Any, args: tuple, meta: Dict[str, Any]) -> None:
+        _async_compile.active_mode.set(None)  # compile here, not in an async-compile executor the caller has open
         try:
             while True:
                 config = self._take()
@@ -131,6 +146,7 @@ class _Lookahead:
             self.failed.add(id(config))  # compiled again by the autotuner, which reports or skips the config
             return
         if kernel is not None:
+            self.kernels[id(config)] = kernel.hash
             try:
                 kernel._init_handles()  # load_binary: the library's build starts now
             except Exception:
@@ -145,6 +161,11 @@ class _Lookahead:
         if event is not None:
             event.wait()
         return id(config) not in self.failed
+
+
+    def timing_key(self, config: Any) -> Optional[tuple]:
+        compiled = self.kernels.get(id(config))
+        return None if compiled is None else (compiled, config.pre_hook)
 
 
 def _release_frontend() -> None:
@@ -214,6 +235,38 @@ def before_timing(kernel_call: Any) -> None:
         stopped = _take(tuner)
         if stopped is not None:
             stopped.stop()
+
+
+def _run_of(kernel_call: Any):
+    """(the lookahead of the run `kernel_call` belongs to, its config), or None."""
+    found = what_is_timed(kernel_call)
+    if found is None:
+        return None
+    with _runs_lock:
+        lookahead = _runs.get(found[0])
+    return None if lookahead is None else (lookahead, found[3])
+
+
+def earlier_timing(kernel_call: Any) -> Optional[Any]:
+    """The timing of an earlier config of this run whose compile produced the same kernel as the config
+    `kernel_call` times (with the same hook), or None. Called after :func:`before_timing`."""
+    run = _run_of(kernel_call)
+    if run is None:
+        return None
+    lookahead, config = run
+    key = lookahead.timing_key(config)
+    timing = None if key is None else lookahead.timings.get(key)
+    return list(timing) if isinstance(timing, list) else timing
+
+
+def record_timing(kernel_call: Any, timing: Any) -> None:
+    """Keep the timing of the config `kernel_call` timed, for the configs of its run that compile to its kernel."""
+    run = _run_of(kernel_call)
+    if run is not None:
+        lookahead, config = run
+        key = lookahead.timing_key(config)
+        if key is not None:
+            lookahead.timings.setdefault(key, list(timing) if isinstance(timing, list) else timing)
 
 
 def stop(kernel_call: Any) -> None:
