@@ -105,10 +105,11 @@ NVIDIA_STAGES = ("ttir", "ttgir", "llir", "ptx")
 
 
 def cpu_seconds() -> float:
-    """User + system CPU seconds of this process so far and of its child processes that have exited (the
-    compilers it ran), at microsecond resolution."""
+    """User + system CPU seconds of this process so far, of its child processes that have exited (the compilers
+    it ran), and of the builds the emulator's compiler fork servers ran for it, at microsecond resolution."""
+    from triton.backends.apple.emulator import fork_server
     me, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return me.ru_utime + me.ru_stime + children.ru_utime + children.ru_stime
+    return me.ru_utime + me.ru_stime + children.ru_utime + children.ru_stime + fork_server.child_cpu_seconds()
 
 
 def run_stages(backend, target, kernel, stop_before=None):

@@ -148,6 +148,10 @@ emulator_optimise_after_ms = Knob("TRITON_APPLE_EMULATOR_OPTIMISE_AFTER_MS", 200
                                   "kernel is built optimised for its first launch",
                                   _non_negative(float, "a non-negative number of milliseconds"))
 
+emulator_fork_server = Knob("TRITON_APPLE_EMULATOR_FORK_SERVER", True,
+                            "keep clang and ld.lld loaded between kernel builds on Linux: a build forks a loaded "
+                            "compiler instead of starting one (emulator/fork_server.py; same output files)", _flag)
+
 emulator_max_loaded = Knob("TRITON_APPLE_EMULATOR_MAX_LOADED", 256,
                            "kernel libraries the emulator keeps loaded at once (least recently launched are "
                            "unloaded first, and loaded again when launched)", _count)

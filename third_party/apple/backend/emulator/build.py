@@ -52,6 +52,16 @@ def _runtime_defines() -> List[str]:
 
 
 def _run(cmd: List[str], cwd: Path) -> subprocess.CompletedProcess:
+    """`cmd` in `cwd`, its output captured: by a loaded server of its tool where there is one (fork_server.py),
+    else as a subprocess."""
+    from . import fork_server
+    served = fork_server.run(cmd, cwd)
+    if served is not None:
+        return served
+    return subprocess.run(cmd, cwd=str(cwd), capture_output=True, text=True)
+
+
+def _run_here(cmd: List[str], cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, cwd=str(cwd), capture_output=True, text=True)
 
 
@@ -135,6 +145,28 @@ def build_runtime() -> Path:
 
     cached_entry(out_dir, [RUNTIME_LIB], build, "the emulator runtime")
     return out_dir / RUNTIME_LIB
+
+
+FORK_SERVER_LIB = "libtt_fork_server.so"
+
+
+def build_fork_server() -> Path:
+    """Compile (once, cached by content hash) and return the preload library of `fork_server.py`."""
+    cxx = find_compiler()
+    source = (NATIVE_DIR / "fork_server.c").read_bytes()
+    flags = ["-x", "c", "-O2", "-fPIC", "-shared", "-fvisibility=default", "-w"]
+    key = hash_parts("fork-server", compiler_version(cxx)[1], flags, source)[:32]
+    out_dir = cache_root() / f"fork-server-{key}"
+
+    def build(directory: Path):
+        write_file(directory / "fork_server.c", source)
+        cmd = [cxx, *flags, "fork_server.c", "-ldl"]
+        res = _produce_into(lambda tmp: _run_here(cmd + ["-o", tmp], directory), directory / FORK_SERVER_LIB)
+        if res.returncode != 0:
+            raise EmulatorError("failed to build the compiler fork server:\n" + " ".join(cmd) + "\n" + res.stderr)
+
+    cached_entry(out_dir, [FORK_SERVER_LIB, "fork_server.c"], build, "the compiler fork server")
+    return out_dir / FORK_SERVER_LIB
 
 
 def _kernel_flags(quick: bool, lines: bool = False) -> Tuple[str, ...]:
