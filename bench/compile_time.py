@@ -30,7 +30,6 @@ columns when the machine is busy.
 import argparse
 import json
 import os
-import resource
 import shutil
 import statistics
 import subprocess
@@ -53,6 +52,7 @@ from triton.compiler import ASTSource  # noqa: E402
 from triton.compiler.compiler import make_backend  # noqa: E402
 
 from . import kernels as kn  # noqa: E402
+from .cpu import cpu_seconds  # noqa: E402
 from .emulator_micro import load_runtime  # noqa: E402
 
 
@@ -102,14 +102,6 @@ def bench_kernels() -> List[BenchKernel]:
 
 APPLE_STAGES = ("ttir", "ttgir", "msl")
 NVIDIA_STAGES = ("ttir", "ttgir", "llir", "ptx")
-
-
-def cpu_seconds() -> float:
-    """User + system CPU seconds of this process so far, of its child processes that have exited (the compilers
-    it ran), and of the builds the emulator's compiler fork servers ran for it, at microsecond resolution."""
-    from triton.backends.apple.emulator import fork_server
-    me, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return me.ru_utime + me.ru_stime + children.ru_utime + children.ru_stime + fork_server.child_cpu_seconds()
 
 
 def run_stages(backend, target, kernel, stop_before=None):

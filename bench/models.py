@@ -59,6 +59,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "test"))
 from support import tiny_models  # noqa: E402
 from support.model_checks import torch_only_path  # noqa: E402
+
+from .cpu import cpu_seconds  # noqa: E402
 MODELS = ("hybrid", "mamba2", "liger")
 PHASES = ("eager", "compiled")
 
@@ -172,14 +174,6 @@ def _check(got, want, what: str) -> None:
         raise SystemExit(1)
 
 
-def _cpu_seconds() -> float:
-    """CPU time of this process, of the child processes it waited for (clang, the linker) and of the builds the
-    emulator's compiler fork servers ran for it, user and system."""
-    from triton.backends.apple.emulator import fork_server
-    t = os.times()
-    return t.user + t.system + t.children_user + t.children_system + fork_server.child_cpu_seconds()
-
-
 def worker(name: str, phase: str, out: str, compile_threads: int = 1) -> None:
     import torch
     t0 = time.perf_counter()
@@ -189,10 +183,10 @@ def worker(name: str, phase: str, out: str, compile_threads: int = 1) -> None:
     result: Dict[str, object] = {"model": name, "phase": phase, "setup s": setup}
     if phase == "eager":
         with torch.no_grad():
-            t, cpu = time.perf_counter(), _cpu_seconds()
+            t, cpu = time.perf_counter(), cpu_seconds()
             got = model.module(model.tokens).logits
             result["first s"] = time.perf_counter() - t
-            result["first cpu s"] = _cpu_seconds() - cpu
+            result["first cpu s"] = cpu_seconds() - cpu
             result["split"] = split.snapshot()
             t = time.perf_counter()
             model.module(model.tokens)
@@ -218,10 +212,10 @@ def worker(name: str, phase: str, out: str, compile_threads: int = 1) -> None:
                 with torch.no_grad():
                     return compiled(model.tokens).logits
 
-            t, cpu = time.perf_counter(), _cpu_seconds()
+            t, cpu = time.perf_counter(), cpu_seconds()
             got = step()
             result["first s"] = time.perf_counter() - t
-            result["first cpu s"] = _cpu_seconds() - cpu
+            result["first cpu s"] = cpu_seconds() - cpu
             result["split"] = split.snapshot()
             t = time.perf_counter()
             step()
