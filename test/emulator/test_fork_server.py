@@ -86,3 +86,44 @@ def test_a_forked_child_starts_its_own_servers(server, tmp_path):
     _, status = os.waitpid(pid, 0)
     assert os.WEXITSTATUS(status) == 0
     assert server._all == parents and all(s.proc.poll() is None for s in parents)  # the parent's still serve
+
+
+def _program(tmp_path, name, source):
+    from triton.backends.apple.emulator import clang
+    src = tmp_path / f"{name}.c"
+    src.write_text(source)
+    subprocess.run([clang.find_compiler(), "-x", "c", str(src), "-o", str(tmp_path / name)], check=True)
+    return str(tmp_path / name)
+
+
+def test_a_crash_reports_as_a_fresh_process_does(server, tmp_path):
+    tool = _program(tmp_path, "tool", '#include <stdio.h>\nint main(int c, char **v) {\n'
+                    '  if (c > 1) *(volatile int *)0 = 1;\n  fputs("fine", stderr);\n  return 3;\n}\n')
+    for cmd in ([tool], [tool, "crash"]):
+        served = server.run(cmd, tmp_path)
+        fresh = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True)
+        assert served is not None and (served.returncode, served.stderr) == (fresh.returncode, fresh.stderr)
+    assert served.returncode < 0  # minus the signal, as subprocess reports it
+
+
+def test_a_wrapper_script_is_not_served(server, tmp_path):
+    from triton.backends.apple.emulator import clang
+    wrapper = tmp_path / "cxx"
+    wrapper.write_text(f'#!/bin/sh\nexec {clang.find_compiler()} "$@"\n')
+    wrapper.chmod(0o755)
+    assert server.run([str(wrapper), "--version"], tmp_path) is None  # /bin/sh would have served, not clang
+
+
+def test_a_cache_path_with_a_space_is_not_preloaded(server, tmp_path, monkeypatch):
+    from triton.backends.apple.emulator import clang
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "a cache"))
+    monkeypatch.setattr(server, "_library", None)
+    assert server.run(_compile(clang.find_compiler(), tmp_path, "s.o"), tmp_path) is None
+
+
+def test_a_missing_directory_is_left_to_a_subprocess_and_the_server_kept(server, tmp_path):
+    from triton.backends.apple.emulator import clang
+    cxx = clang.find_compiler()
+    assert server.run(_compile(cxx, tmp_path, "m.o"), tmp_path).returncode == 0
+    assert server.run([cxx, "--version"], tmp_path / "gone") is None  # a subprocess reports the missing directory
+    assert server.run(_compile(cxx, tmp_path, "n.o"), tmp_path).returncode == 0  # served again

@@ -4,9 +4,12 @@ Starting Debian's clang costs about 20 ms of CPU before it reads its input (the 
 libclang-cpp and libLLVM) and ld.lld about 12 ms: more than half of a small kernel's build, and more than ptxas
 takes for the whole job. `native/fork_server.c`, preloaded into a tool started once, takes over before the tool's
 main and serves requests: per request it forks, and the child runs the tool's own main with the request's
-arguments, environment (this process's, as `subprocess` would pass it) and working directory, writing its output
-where `subprocess.run` would capture it. The outputs are the bytes a fresh process writes (tested). Each server runs
-one request at a time; this module keeps a few per tool for the build threads.
+arguments, environment (`os.environb`, what `subprocess` passes) and working directory, its output captured as
+`subprocess.run` captures it, a crash reported as minus the signal. The outputs are the bytes a fresh process
+writes (tested). At start a server says which executable it is, and one that is not the tool asked for (a wrapper
+script as `TRITON_APPLE_EMULATOR_CXX`) is not used. Each server runs one request at a time; this module keeps a few
+per tool for the build threads. What a server fixes when it starts and a later change would not reach: the umask
+and resource limits (kernel builds set their files' modes themselves), and the tool's binary itself.
 
 Any failure to build the preload library, start a server or talk to it runs the command as a subprocess instead
 (and a server that failed is not used again); so do macOS (no `LD_PRELOAD` of glibc's start routine) and
@@ -17,6 +20,8 @@ from __future__ import annotations
 
 import atexit
 import os
+import select
+import shutil
 import struct
 import subprocess
 import sys
@@ -27,11 +32,13 @@ from typing import Dict, List, Optional
 from .. import knobs
 
 _MAX_PER_TOOL = 4
+_HELLO_SECONDS = 10.0
 
 _lock = threading.Lock()
 _free: Dict[str, List["_Server"]] = {}  # tool path -> idle servers
 _all: List["_Server"] = []
 _failed_tools: set = set()
+_starting: Dict[str, int] = {}  # servers of each tool being started
 _library: Optional[Path] = None
 _library_failed = False
 _cpu_seconds = 0.0
@@ -43,38 +50,53 @@ class _Server:
     def __init__(self, tool: str, library: Path):
         env = dict(os.environ, TT_FORK_SERVER="1")
         env["LD_PRELOAD"] = str(library) + (" " + env["LD_PRELOAD"] if env.get("LD_PRELOAD") else "")
+        # its own session: a Ctrl-C meant for this process does not end the servers (they end with its pipes)
         self.proc = subprocess.Popen([tool], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL, env=env, close_fds=True)
+                                     stderr=subprocess.DEVNULL, env=env, close_fds=True, start_new_session=True,
+                                     cwd=str(library.parent))
         self.tool = tool
         self.own_seconds = 0.0  # the server's own CPU time reported so far
-
-    def run(self, cmd: List[str], cwd: Path) -> subprocess.CompletedProcess:
-        from .cache import tmp_name, unlink_quietly
-        out, err = tmp_name(cwd, "stdout"), tmp_name(cwd, "stderr")
-        env = [f"{k}={v}" for k, v in os.environ.items()]
-        strings = [str(cwd), str(out), str(err), *cmd, *env]
-        if any("\0" in s for s in strings):
-            raise OSError("a NUL in a command, path or environment entry")
-        body = b"".join(s.encode() + b"\0" for s in strings)
         try:
-            self.proc.stdin.write(struct.pack("<III", len(body), len(cmd), len(env)) + body)
-            self.proc.stdin.flush()
-            reply = self.proc.stdout.read(36)
-            if len(reply) != 36:
+            hello = self._read(8, timeout=_HELLO_SECONDS)
+            if hello[:4] != b"TTFS":
+                raise OSError("the preload library did not take over the tool")
+            exe = self._read(struct.unpack("<I", hello[4:])[0], timeout=_HELLO_SECONDS)
+            want = shutil.which(tool) or tool
+            if os.path.realpath(os.fsdecode(exe)) != os.path.realpath(want):
+                raise OSError(f"{tool} runs {os.fsdecode(exe)} (a wrapper?)")
+        except Exception:
+            self.close()
+            raise
+
+    def _read(self, n: int, timeout: Optional[float] = None) -> bytes:
+        data = b""
+        while len(data) < n:
+            if timeout is not None and not select.select([self.proc.stdout], [], [], timeout)[0]:
+                raise OSError("the fork server did not answer")
+            chunk = os.read(self.proc.stdout.fileno(), n - len(data))
+            if not chunk:
                 raise OSError("the fork server ended")
-            status, user, system, own_user, own_system = struct.unpack("<idddd", reply)
-            stdout = Path(out).read_text(errors="replace") if Path(out).exists() else ""
-            stderr = Path(err).read_text(errors="replace") if Path(err).exists() else ""
-        finally:
-            unlink_quietly(out)
-            unlink_quietly(err)
-        if status == 127 and not stderr:
-            raise OSError("the fork server's child could not start the command")
+            data += chunk
+        return data
+
+    def run(self, cmd: List[str], cwd: Path) -> Optional[subprocess.CompletedProcess]:
+        env = [k + b"=" + v for k, v in os.environb.items()]
+        strings = [os.fsencode(str(cwd)), *(os.fsencode(c) for c in cmd), *env]
+        if any(b"\0" in s for s in strings):
+            return None  # what a subprocess would refuse as well: let it say so
+        body = b"".join(s + b"\0" for s in strings)
+        self.proc.stdin.write(struct.pack("<III", len(body), len(cmd), len(env)) + body)
+        self.proc.stdin.flush()
+        kind, status, user, system, own_user, own_system, n_out, n_err = struct.unpack("<iiddddII", self._read(48))
+        stdout, stderr = self._read(n_out), self._read(n_err)
         global _cpu_seconds
         with _lock:
             _cpu_seconds += user + system + (own_user + own_system - self.own_seconds)
             self.own_seconds = own_user + own_system
-        return subprocess.CompletedProcess(cmd, status, stdout, stderr)
+        if kind != 0:
+            return None  # the tool was not run (its directory is gone, fork failed): a subprocess says why
+        return subprocess.CompletedProcess(cmd, status, stdout.decode(errors="replace"),
+                                           stderr.decode(errors="replace"))
 
     def close(self) -> None:
         try:
@@ -83,7 +105,8 @@ class _Server:
         except Exception:  # noqa: BLE001 (exiting, or a server that is gone)
             try:
                 self.proc.kill()
-            except OSError:
+                self.proc.wait(timeout=2)
+            except Exception:  # noqa: BLE001
                 pass
 
 
@@ -120,24 +143,28 @@ def run(cmd: List[str], cwd: Path) -> Optional[subprocess.CompletedProcess]:
             return None
         idle = _free.setdefault(tool, [])
         server = idle.pop() if idle else None
-        count = sum(1 for s in _all if s.tool == tool)
+        if server is None:
+            if _starting.get(tool, 0) + sum(1 for s in _all if s.tool == tool) >= _MAX_PER_TOOL:
+                return None
+            _starting[tool] = _starting.get(tool, 0) + 1
     if server is None:
-        if count >= _MAX_PER_TOOL:
-            return None
-        library = _preload_library()
-        if library is None:
-            return None
         try:
+            library = _preload_library()
+            if library is None or any(c in str(library) for c in " \t\n:"):
+                return None  # LD_PRELOAD splits at spaces and colons: such a path would load other files
             server = _Server(tool, library)
-        except OSError:
+        except Exception:  # noqa: BLE001 (it could not start, or is not what it should be: subprocesses then)
             with _lock:
                 _failed_tools.add(tool)
             return None
+        finally:
+            with _lock:
+                _starting[tool] -= 1
         with _lock:
             _all.append(server)
     try:
         result = server.run(cmd, cwd)
-    except (OSError, ValueError):
+    except (OSError, ValueError, struct.error):
         server.close()
         with _lock:
             _failed_tools.add(tool)
@@ -168,6 +195,7 @@ def _after_fork_in_child() -> None:
     _lock = threading.Lock()
     _all.clear()  # the parent's servers: their pipes are the parent's to use
     _free.clear()
+    _starting.clear()
 
 
 atexit.register(_close_all)
