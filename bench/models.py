@@ -118,6 +118,9 @@ def build_model(name: str) -> Model:
 def _mamba_ssm_shims() -> None:
     """The host-side shims of the model tests, for this whole worker process (support/tiny_models.py)."""
     import torch
+    # dynamo keys its model of `torch.cuda.device` on the class it finds when it is imported: imported after the
+    # shim, it took the shim for CUDA's device switch (the compiled phase failed in torch.cuda._exchange_device)
+    import torch._dynamo  # noqa: F401
     tiny_models.stub_selective_scan_cuda()
     torch.cuda.get_device_properties = tiny_models.cpu_device_properties(torch.cuda.get_device_properties)
     torch.cuda.device = tiny_models.NoCudaDevice
