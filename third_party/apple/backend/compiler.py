@@ -92,11 +92,11 @@ def check_num_warps(kernel_name: str, opt: AppleOptions) -> None:
                                  f"{SIMD_WIDTH} threads), got num_warps={nw!r}")
 
 
-def _past_frontend(kernel_name: str) -> None:
+def _past_frontend() -> None:
     """Triton's frontend is done with this compile: on the emulator, an autotune lookahead thread lets the other
     start its next compile (emulator/lookahead.py; nothing happens in any other thread)."""
     from .emulator import lookahead
-    lookahead.past_frontend(kernel_name)
+    lookahead.past_frontend()
 
 
 def _ttg_target(opt: AppleOptions) -> str:
@@ -195,7 +195,7 @@ class AppleBackend(BaseBackend):
 
     @staticmethod
     def make_ttir(mod, metadata, opt: AppleOptions):
-        _past_frontend(mod.get_entry_func_name())
+        _past_frontend()
         check_num_warps(mod.get_entry_func_name(), opt)
         if opt.allow_fp64_demotion:
             _refuse_float64_arguments(mod.str())
@@ -265,7 +265,7 @@ class AppleBackend(BaseBackend):
 
     @staticmethod
     def gluon_to_ttgir(mod, metadata, opt: AppleOptions):
-        _past_frontend(mod.get_entry_func_name())
+        _past_frontend()
         check_num_warps(mod.get_entry_func_name(), opt)
         return _run_passes(mod, "gluon_to_ttgir", [
             passes.gluon.add_inliner, passes.gluon.add_infer_coalesced_encodings,

@@ -312,17 +312,11 @@ def _time_configs_on_the_emulator(fn, rep: float = 5.0, grad_to_none=None, quant
             repeated = lookahead.earlier_timing(fn)
             if repeated is not None:  # its kernel was timed already in this run, with the same arguments
                 return repeated
-            launches.reset()
-            started = time.perf_counter()
-            fn()
-            times.append(_sample(launches, started))  # its compile and load were before its launch
+            times.append(_timed_call(fn, launches))  # its compile and load were before its launch
             while sum(times) < rep:
                 for x in grad_to_none or ():
                     x.grad = None
-                launches.reset()
-                started = time.perf_counter()
-                fn()
-                times.append(_sample(launches, started))
+                times.append(_timed_call(fn, launches))
         except BaseException:
             lookahead.stop(fn)
             raise
@@ -331,10 +325,13 @@ def _time_configs_on_the_emulator(fn, rep: float = 5.0, grad_to_none=None, quant
     return timing
 
 
-def _sample(launches, started: float) -> float:
-    """Milliseconds of the call that started at `started`: its launches' own time as the launcher measured it
-    (the kernel's run: not the config's hooks, compile, library build or load), or the whole call's where it
-    launched nothing through this backend."""
+def _timed_call(fn, launches) -> float:
+    """Milliseconds of one call of `fn`: its launches' own time as the launcher measured it (the kernel's run: not
+    the config's hooks, compile, library build or load), or the whole call's where it launched nothing through
+    this backend."""
+    launches.reset()
+    started = time.perf_counter()
+    fn()
     if launches.count:
         return launches.seconds * 1000.0
     return (time.perf_counter() - started) * 1000.0

@@ -56,12 +56,11 @@ def _run(cmd: List[str], cwd: Path) -> subprocess.CompletedProcess:
     else as a subprocess."""
     from . import fork_server
     served = fork_server.run(cmd, cwd)
-    if served is not None:
-        return served
-    return subprocess.run(cmd, cwd=str(cwd), capture_output=True, text=True)
+    return served if served is not None else _run_here(cmd, cwd)
 
 
 def _run_here(cmd: List[str], cwd: Path) -> subprocess.CompletedProcess:
+    """`cmd` in `cwd` as a subprocess, its output captured (what builds the fork server itself uses)."""
     return subprocess.run(cmd, cwd=str(cwd), capture_output=True, text=True)
 
 

@@ -141,7 +141,7 @@ class _Lookahead:
             try:
                 kernel = tuner.fn.run(*args, **kwargs)
             finally:
-                _release_frontend()
+                past_frontend()  # when the backend's first stage did not (a compile served by Triton's cache)
         except Exception:
             self.failed.add(id(config))  # compiled again by the autotuner, which reports or skips the config
             return
@@ -162,22 +162,17 @@ class _Lookahead:
             event.wait()
         return id(config) not in self.failed
 
-
     def timing_key(self, config: Any) -> Optional[tuple]:
         compiled = self.kernels.get(id(config))
         return None if compiled is None else (compiled, config.pre_hook)
 
 
-def _release_frontend() -> None:
+def past_frontend() -> None:
+    """Called by the backend's first stage: this thread's compile is past Triton's frontend, so a lookahead thread
+    lets the other one start its next compile (nothing happens in a thread that does not hold the lock)."""
     if getattr(_holding, "frontend", False):
         _holding.frontend = False
         _frontend.release()
-
-
-def past_frontend(kernel_name: str) -> None:
-    """Called by the backend's first stage: this thread's compile of `kernel_name` is past Triton's frontend, so
-    a lookahead thread lets the other one start its next compile."""
-    _release_frontend()
 
 
 def _target(kernel_call: Any):

@@ -23,7 +23,7 @@ from typing import Iterator, Optional
 
 from .. import knobs
 
-_timing: ContextVar[bool] = ContextVar("apple_emulator_timing_configs", default=False)
+# Set within `timing_configs`: the launches being timed (configs are being timed when it is set).
 _launches: "ContextVar[Optional[Launches]]" = ContextVar("apple_emulator_timed_launches", default=None)
 
 
@@ -44,12 +44,11 @@ def timing_configs() -> Iterator[Launches]:
     """Within it, kernels loaded on this thread get quick libraries (when the knob allows); the launches made are
     counted and timed in what it yields."""
     launches = Launches()
-    token, launches_token = _timing.set(True), _launches.set(launches)
+    token = _launches.set(launches)
     try:
         yield launches
     finally:
-        _launches.reset(launches_token)
-        _timing.reset(token)
+        _launches.reset(token)
 
 
 def launched(seconds: float) -> None:
@@ -62,13 +61,13 @@ def launched(seconds: float) -> None:
 
 def quick_builds() -> bool:
     """Whether a library built now, on this thread, is a quick one because autotune configs are being timed."""
-    return _timing.get() and knobs.emulator_autotune_quick.get()
+    return _launches.get() is not None and knobs.emulator_autotune_quick.get()
 
 
 def first_library() -> Optional[bool]:
     """`compile_msl`'s `quick` for a kernel loaded now: True (quick) while configs are timed, None (the
     optimised library if it exists, else the quick one) when kernels start quick, else False (optimised)."""
-    if _timing.get():
+    if _launches.get() is not None:
         return knobs.emulator_autotune_quick.get()
     return None if optimise_after() is not None else False
 
