@@ -20,6 +20,7 @@ from . import compile_log, knobs
 from .analysis.addresses import reads_addresses
 from .errors import InvalidOptionError, UnsupportedFeatureError
 from .host import default_family
+from .upstream_pipeline import OpCensus, ttgir_passes
 from .target import DEFAULT_FAMILY, DEFAULT_MSL_VERSION, GPU_FAMILIES, MAX_WARPS, MSL_VERSIONS, SIMD_WIDTH, default_msl_version
 
 
@@ -210,16 +211,7 @@ class AppleBackend(BaseBackend):
         def to_ttgpuir(pm):
             passes.ttir.add_convert_to_ttgpuir(pm, _ttg_target(opt), opt.num_warps, SIMD_WIDTH, opt.num_ctas)
 
-        return _run_passes(mod, "make_ttgir", [
-            to_ttgpuir, passes.ttgpuir.add_coalesce, passes.ttgpuir.add_remove_layout_conversions,
-            passes.ttgpuir.add_optimize_thread_locality, passes.ttgpuir.add_remove_layout_conversions,
-            passes.ttir.add_loop_aware_cse, passes.ttgpuir.add_fuse_nested_loops, passes.common.add_canonicalizer,
-            passes.ttir.add_triton_licm, passes.common.add_canonicalizer, passes.ttir.add_loop_aware_cse,
-            passes.ttgpuir.add_remove_layout_conversions, passes.ttgpuir.add_reduce_data_duplication,
-            passes.ttgpuir.add_reorder_instructions, passes.ttir.add_loop_aware_cse, passes.common.add_symbol_dce,
-            passes.common.add_sccp, passes.common.add_cse, passes.common.add_canonicalizer,
-            passes.ttgpuir.add_allocate_shared_memory
-        ])
+        return _run_passes(mod, "make_ttgir", ttgir_passes(OpCensus.of(mod), to_ttgpuir))
 
     @staticmethod
     def make_msl(mod, metadata, opt: AppleOptions) -> str:
