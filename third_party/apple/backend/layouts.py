@@ -53,10 +53,19 @@ class LinearLayout:
         return out
 
     def reg_coord(self, r: int) -> Coord:
-        return self._apply(self.reg, r, self.rank)
+        return self._reg_coords[r & (self.num_regs - 1)]  # bits above the last base select nothing
+
+    @functools.cached_property
+    def _reg_coords(self) -> Tuple[Coord, ...]:
+        """`reg_coord(r)` for every register: the registers below 2**(i+1) are those below 2**i, each XORed
+        with register bit i's base (one XOR per register, where applying the bases costs one per bit)."""
+        coords = [(0, ) * self.rank]
+        for b in self.reg:
+            coords += [_xor(c, b) for c in coords]
+        return tuple(coords)
 
     def coord(self, r: int, lane: int, warp: int) -> Coord:
-        c = self._apply(self.reg, r, self.rank)
+        c = self._reg_coords[r & (self.num_regs - 1)]
         c = _xor(c, self._apply(self.lane, lane, self.rank))
         return _xor(c, self._apply(self.warp, warp, self.rank))
 

@@ -112,9 +112,17 @@ class Function:
     arg_attrs: List[Dict[str, Any]] = field(default_factory=list)
 
     def walk(self) -> Iterator[Op]:
-        for block in self.body.blocks:
-            for op in block.ops:
-                yield from op.walk()
+        """Every op of the function, in the order of `Op.walk` (one stack for the whole function, where a walk
+        per top-level op passed every op through two generators)."""
+        stack: List[Op] = []
+        for block in reversed(self.body.blocks):
+            stack.extend(reversed(block.ops))
+        while stack:
+            op = stack.pop()
+            yield op
+            for region in reversed(op.regions):
+                for block in reversed(region.blocks):
+                    stack.extend(reversed(block.ops))
 
 
 @dataclass

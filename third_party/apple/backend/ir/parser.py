@@ -39,6 +39,23 @@ _KEYWORD_ATTRS = {
 # tt.elementwise_inline_asm's assembly is read so that the lowering can refuse the op by name (PTX cannot run on Metal)
 _STRING_ATTRS = {"tt.print": ("prefix", ), "tt.assert": ("message", ), "tt.elementwise_inline_asm": ("asm_string", )}
 _REGION_RE = re.compile(r"\x00R(\d+)\x00")
+# Compiled once: the parser matches these once or more per op, and `re.fullmatch(pattern, ...)` looks its
+# pattern up in the module cache on every call.
+_INT_ATTR = re.compile(r"(-?\d+)(?:\s*:\s*[a-z0-9]+)?")
+_DENSE_ATTR = re.compile(r"dense<(.*)>\s*:\s*tensor<((?:\d+x)+)[a-z0-9]+>", re.S)
+_FLOAT_ATTR = re.compile(r"(-?[0-9.]+(?:e[+-]?\d+)?)\s*:\s*(f\d+|bf16)")
+_ENCODING = re.compile(r"#ttg\.([a-z_]+)<(.*)>", re.S)
+_ALLOC_SHAPE = re.compile(r"\d+(?:x\d+)*")
+_DIM = re.compile(r"(\d+)x")
+_FILE_LOC = re.compile(r'"((?:[^"\\]|\\.)*)":(\d+):(\d+)(?:\s+to\s+.*)?', re.S)
+_NAME_LOC = re.compile(r'"((?:[^"\\]|\\.)*)"\((.*)\)', re.S)
+_ALIAS_LINE = re.compile(r"^(#[A-Za-z0-9_]+) = (.*)$")
+_BLOCK_LABEL = re.compile(r"\^([A-Za-z0-9_]+)")
+_OP_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
+_PROPERTIES = re.compile(r"<\{")
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# Where an op's text can change meaning: a string, `->`, its trailing `loc(`, a bracket.
+_OP_STOPS = re.compile(r'"|->|loc\(|[()\[\]{}<>]')
 
 
 # ----------------------------------------------------------------------------------------------
@@ -57,8 +74,14 @@ def _jump(first_chars: str) -> "re.Pattern[str]":
     return re.compile("[" + re.escape(first_chars) + "]")
 
 
+_NESTING = re.compile(r'[()\[\]{}<>"]')
+
+
 def split_top(s: str, sep: str = ",") -> List[str]:
     """Split at `sep` outside of (), [], {}, <> and strings; `->` is not a closing bracket."""
+    if not _NESTING.search(s):  # nothing nested (`i32, i32`, `%a, %b`): every separator is at the top
+        parts = [p.strip() for p in s.split(sep)]
+        return parts if len(parts) > 1 or parts[0] else []
     out, depth, cur, i = [], 0, [], 0
     jump = _jump('"-' + _BRACKETS + sep[:1])
     n = len(s)
@@ -98,6 +121,9 @@ def split_top(s: str, sep: str = ",") -> List[str]:
 
 
 def find_top(s: str, needle: str, start: int = 0, last: bool = False) -> int:
+    """The index of `needle` in `s` outside of brackets and strings (the last one with `last`), or -1."""
+    if s.find(needle, start) < 0:
+        return -1
     depth, i, found = 0, start, -1
     jump = _jump('"-' + _BRACKETS + needle[:1])
     n = len(s)
@@ -165,10 +191,10 @@ def parse_attr_value(s: str, aliases: Dict[str, str]):
             _, vals = inner.split(":", 1)
             return [int(v) for v in vals.split(",") if v.strip()]
         return []
-    m = re.fullmatch(r"(-?\d+)(?:\s*:\s*[a-z0-9]+)?", s)
+    m = _INT_ATTR.fullmatch(s)
     if m:
         return int(m.group(1))
-    m = re.fullmatch(r"dense<(.*)>\s*:\s*tensor<((?:\d+x)+)[a-z0-9]+>", s, re.S)
+    m = _DENSE_ATTR.fullmatch(s)
     if m:  # hints such as `dense<16> : tensor<2xi32>` (a splat) or `dense<[1, 16]> : tensor<2xi32>`
         count = 1
         for d in m.group(2).split("x")[:-1]:
@@ -176,7 +202,7 @@ def parse_attr_value(s: str, aliases: Dict[str, str]):
         inner = m.group(1).strip()
         values = split_top(inner[1:-1]) if inner.startswith("[") else [inner] * count
         return [parse_attr_value(v, aliases) for v in values]
-    m = re.fullmatch(r"(-?[0-9.]+(?:e[+-]?\d+)?)\s*:\s*(f\d+|bf16)", s)
+    m = _FLOAT_ATTR.fullmatch(s)
     if m:
         return float(m.group(1))
     if s.startswith("#") and s in aliases:
@@ -246,6 +272,7 @@ class TypeParser:
         self.aliases = aliases
         self._enc_cache: Dict[str, Encoding] = {}
         self._type_cache: Dict[str, Type] = {}  # types are frozen: one object per spelling in the module
+        self._list_cache: Dict[str, Tuple[Type, ...]] = {}  # the same for lists of types (`T, T -> T`)
 
     def encoding(self, s: str) -> Encoding:
         s = s.strip()
@@ -257,7 +284,7 @@ class TypeParser:
         return enc
 
     def _encoding_text(self, text: str) -> Encoding:
-        m = re.fullmatch(r"#ttg\.([a-z_]+)<(.*)>", text, re.S)
+        m = _ENCODING.fullmatch(text)
         if not m:
             return OpaqueEncoding(text)
         kind, body = m.group(1), m.group(2)
@@ -309,7 +336,7 @@ class TypeParser:
             shape, elem = self._shape_and_elem(parts[0])
             enc = self.encoding(parts[1]) if len(parts) > 1 else None
             space = parts[2] if len(parts) > 2 else ""
-            alloc = [p for p in parts[3:] if re.fullmatch(r"\d+(?:x\d+)*", p.strip())]
+            alloc = [p for p in parts[3:] if _ALLOC_SHAPE.fullmatch(p.strip())]
             alloc_shape = tuple(int(n) for n in alloc[0].split("x")) if alloc else None
             return MemDescType(shape, elem, enc, space, "mutable" in parts[3:], alloc_shape)
         if s.startswith("(") and "->" in s:
@@ -322,7 +349,7 @@ class TypeParser:
         dims = []
         rest = s
         while True:
-            m = re.match(r"(\d+)x", rest)
+            m = _DIM.match(rest)
             if not m:
                 break
             dims.append(int(m.group(1)))
@@ -330,10 +357,13 @@ class TypeParser:
         return tuple(dims), self.parse(rest)
 
     def parse_list(self, s: str) -> List[Type]:
-        s = s.strip()
-        if s.startswith("(") and find_top(s, "->") < 0:
-            s = s[1:-1]
-        return [self.parse(t) for t in split_top(s) if t]
+        known = self._list_cache.get(s)
+        if known is None:
+            t = s.strip()
+            if t.startswith("(") and find_top(t, "->") < 0:
+                t = t[1:-1]
+            known = self._list_cache[s] = tuple(self.parse(x) for x in split_top(t) if x)
+        return list(known)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -362,10 +392,10 @@ class LocationTable:
             expr = expr[4:-1].strip()
         if expr == "unknown" or not expr:
             return UNKNOWN
-        m = re.fullmatch(r'"((?:[^"\\]|\\.)*)":(\d+):(\d+)(?:\s+to\s+.*)?', expr, re.S)
+        m = _FILE_LOC.fullmatch(expr)
         if m:
             return Location(m.group(1), int(m.group(2)), int(m.group(3)))
-        m = re.fullmatch(r'"((?:[^"\\]|\\.)*)"\((.*)\)', expr, re.S)
+        m = _NAME_LOC.fullmatch(expr)
         if m:
             inner = self.resolve(m.group(2))
             return Location(inner.file, inner.line, inner.col, m.group(1))
@@ -452,13 +482,17 @@ class _Scanner:
         raise IRParseError(f"unbalanced group at {self.context()}")
 
     def at_region_open(self) -> bool:
-        """A `{` that ends its line opens a region; an inline `{k = v}` is an attribute dictionary."""
-        if not self.peek("{"):
-            return False
-        j = self.pos + 1
-        while j < len(self.text) and self.text[j] in " \t":
-            j += 1
-        return j >= len(self.text) or self.text[j] == "\n"
+        return _region_opens_at(self.text, self.pos)
+
+
+def _region_opens_at(text: str, pos: int) -> bool:
+    """A `{` that ends its line opens a region; an inline `{k = v}` is an attribute dictionary."""
+    if not text.startswith("{", pos):
+        return False
+    j = pos + 1
+    while j < len(text) and text[j] in " \t":
+        j += 1
+    return j >= len(text) or text[j] == "\n"
 
 
 class ModuleParser:
@@ -467,7 +501,7 @@ class ModuleParser:
         self.aliases: Dict[str, str] = {}
         body_lines = []
         for line in text.splitlines():
-            m = re.match(r"^(#[A-Za-z0-9_]+) = (.*)$", line)
+            m = _ALIAS_LINE.match(line)
             if m:
                 self.aliases[m.group(1)] = m.group(2).strip()
             else:
@@ -620,7 +654,7 @@ class ModuleParser:
 
     def parse_block_header(self) -> Block:
         sc = self.sc
-        m = re.compile(r"\^([A-Za-z0-9_]+)").match(sc.text, sc.pos)
+        m = _BLOCK_LABEL.match(sc.text, sc.pos)
         sc.pos = m.end()
         args = []
         if sc.peek("("):
@@ -657,49 +691,43 @@ class ModuleParser:
             name = sc.text[sc.pos + 1:end - 1]
             sc.pos = end
         else:
-            m = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*").match(sc.text, sc.pos)
+            m = _OP_NAME.match(sc.text, sc.pos)
             if not m:
                 raise IRParseError(f"expected an operation at {sc.context()}")
             name = m.group(0)
             sc.pos = m.end()
-        # Collect the op's text up to its trailing location, cutting out nested regions.
+        # Collect the op's text up to its trailing location, cutting out nested regions (each becomes a mark).
         buf: List[str] = []
         regions_src: List[int] = []  # positions of region starts, parsed lazily below
-        region_slots: List[Tuple[int, int]] = []
         depth = 0
         t = sc.text
-        jump = _jump('"-l' + _BRACKETS)
+        pos = seg = sc.pos
         while True:
-            m = jump.search(t, sc.pos)
+            m = _OP_STOPS.search(t, pos)
             if not m:
                 raise IRParseError(f"unterminated op {name}")
-            if m.start() > sc.pos:
-                buf.append(t[sc.pos:m.start()])
-                sc.pos = m.start()
-            c = t[sc.pos]
+            pos = m.start()
+            c = t[pos]
             if c == '"':
-                end = _string_end(t, sc.pos)
-                buf.append(t[sc.pos:end])
-                sc.pos = end
-                continue
-            if depth == 0 and sc.peek("loc("):
-                break
-            if sc.at_region_open():
-                region_slots.append((len(regions_src), sc.pos))
-                regions_src.append(sc.pos)
-                buf.append(_REGION_MARK.format(len(region_slots) - 1))
+                pos = _string_end(t, pos)
+            elif c == "l":  # `loc(`: the op's location when outside every bracket
+                if depth == 0:
+                    break
+                pos += 1
+            elif c == "-":  # `->`, whose `>` closes nothing
+                pos += 2
+            elif c == "{" and _region_opens_at(t, pos):
+                buf.append(t[seg:pos])
+                buf.append(_REGION_MARK.format(len(regions_src)))
+                regions_src.append(pos)
+                sc.pos = pos
                 self._skip_region()
-                continue
-            if c == "-" and sc.peek("->"):
-                buf.append("->")
-                sc.pos += 2
-                continue
-            if c in "([<{":
-                depth += 1
-            elif c in ")]>}":
-                depth -= 1
-            buf.append(c)
-            sc.pos += 1
+                pos = seg = sc.pos
+            else:
+                depth += 1 if c in "([<{" else -1
+                pos += 1
+        buf.append(t[seg:pos])
+        sc.pos = pos
         loc_text = self._read_loc()
         end_pos = sc.pos
         body = " ".join("".join(buf).split())
@@ -746,7 +774,7 @@ class ModuleParser:
         attrs: Dict[str, object] = {}
         head_wo_attrs = head
         # properties `<{...}>` (generic form) and trailing attribute dictionaries
-        for m in list(re.finditer(r"<\{", head)):
+        for m in list(_PROPERTIES.finditer(head)):
             grp = _Scanner(head)
             grp.pos = m.start()
             s = grp.read_balanced()
@@ -815,7 +843,7 @@ class ModuleParser:
                 break
             leading.append(w)
         for w in words[len(leading):]:  # bare words after the operands are unit attributes (`allow_reorder`,
-            if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", w):  # `timeout %t`)
+            if _IDENTIFIER.fullmatch(w):  # `timeout %t`)
                 attrs[w] = True
         keys = _KEYWORD_ATTRS.get(name, ())
         if len(leading) > len(keys):
