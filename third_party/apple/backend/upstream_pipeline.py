@@ -3,8 +3,9 @@
 The pipeline is the one NVIDIA's and AMD's backends run before their own passes, less what only serves their
 hardware (MMA selection, pipelining, TMA). A pass is skipped where the kernel has none of the ops it rewrites
 (counted once, before the pipeline, by walking the TTIR): it would leave the module as it is, and MLIR would
-still verify the whole module after it, re-deriving every tensor's layout; on the kernels measured that
-verification is about 70% of what each pass costs (bench/compile_time.py).
+still verify the whole module after it, re-deriving every tensor's layout. That verification is about half of
+what the pipeline costs (47% of it over the kernels of bench/compile_time.py, 72% for its matmul; perf, 5 Dec
+2026), and libtriton's Python binding has no switch to run it once instead of after every pass.
 
 Only passes that provably cannot change such a kernel are skipped. Passes that also run MLIR's generic
 rewrites (folding, dead code, constant hoisting: `optimize_thread_locality`, `loop_aware_cse`, the
