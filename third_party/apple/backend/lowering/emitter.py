@@ -136,6 +136,7 @@ class FunctionEmitter:
         self.indent = 1
         self.values: Dict[int, Lowered] = {}
         self.names: set = set()
+        self._next_suffix: Dict[str, int] = {}  # per base name of `_unique`: the first suffix worth trying
         self.current_op: Optional[Op] = None
         self.op_lines: List[Tuple[int, Op]] = []  # (index in `lines`, op whose code starts there)
         self._starts: List[int] = []  # first line index of each op being lowered (innermost last)
@@ -169,10 +170,14 @@ class FunctionEmitter:
         return self._unique(f"{_TEMP_PREFIX}{_identifier(hint)}")
 
     def _unique(self, base: str) -> str:
-        name, k = base, 1
+        """`base`, or `base_k` for the smallest k not taken. Names are never given back, so the probe for a base
+        resumes where its last one stopped (a kernel asks for the same loop-counter base hundreds of times)."""
+        k = self._next_suffix.get(base, 0)
+        name = base if k == 0 else f"{base}_{k}"
         while name in self.names:
-            name = f"{base}_{k}"
             k += 1
+            name = f"{base}_{k}"
+        self._next_suffix[base] = k + 1
         self.names.add(name)
         return name
 

@@ -18,7 +18,7 @@ from ..ir import Block, Function, Module, Op
 from ..ir.types import AppleMmaEncoding, TensorType
 from ..target import MAX_THREADGROUP_MEMORY
 from .operands_in_registers import chained_dots, operands_in_registers
-from .rewrite import convert_layout, function_ops, insert_after, insert_before, replace_uses, uses
+from .rewrite import convert_layout, insert_after, insert_before, replace_uses, scope, uses
 
 _OPERAND_TYPES = ("f16", "bf16", "f32")
 
@@ -158,7 +158,7 @@ def _move_rescale_to_mma(chain, mma: AppleMmaEncoding) -> None:
 
 def _fold_following_converts(fn: Function, cvt: Op) -> None:
     """When everything that reads `cvt`'s result converts it again, convert once, from the source."""
-    readers = list(uses(function_ops(fn), cvt.result))
+    readers = list(uses(scope(cvt.result), cvt.result))
     if readers and all(u.name == "ttg.convert_layout" for u, _ in readers):
         for u, i in readers:
             u.operands[i] = cvt.operands[0]
@@ -183,7 +183,7 @@ def _rewrite(fn: Function, op: Op, mma: AppleMmaEncoding) -> None:
         out.type = mma_ty
         cvt_out = convert_layout(out, orig, loop.loc, f"{out.name}_blocked")
         insert_after(loop, cvt_out)
-        replace_uses(function_ops(fn), out, cvt_out.result, skip=cvt_out)
+        replace_uses(scope(out), out, cvt_out.result, skip=cvt_out)
         _fold_following_converts(fn, cvt_out)
         return
     cvt_in = convert_layout(op.operands[2], mma_ty, op.loc, f"{op.operands[2].name}_mma")
@@ -192,7 +192,7 @@ def _rewrite(fn: Function, op: Op, mma: AppleMmaEncoding) -> None:
     res.type = mma_ty
     cvt_out = convert_layout(res, orig, op.loc, f"{res.name}_blocked")
     insert_after(op, cvt_out)
-    replace_uses(function_ops(fn), res, cvt_out.result, skip=cvt_out)
+    replace_uses(scope(res), res, cvt_out.result, skip=cvt_out)
     _fold_following_converts(fn, cvt_out)
 
 
@@ -204,7 +204,7 @@ def _read_operands_from_shared(fn: Function, op: Op) -> None:
         load = src.owner
         if not isinstance(load, Op) or load.name != "ttg.local_load":
             continue
-        if [u for u, _ in uses(function_ops(fn), src)] != [op]:
+        if [u for u, _ in uses(scope(src), src)] != [op]:
             continue
         op.operands[idx] = load.operands[0]
         load.parent.ops.remove(load)
@@ -224,8 +224,8 @@ def _stage_large_operands_in_rounds(fn: Function, op: Op) -> None:
         alloc = load.operands[0].owner
         if not isinstance(alloc, Op) or alloc.name != "ttg.local_alloc" or not alloc.operands:
             continue
-        if [u for u, _ in uses(function_ops(fn), load.result)] != [op] or \
-                [u for u, _ in uses(function_ops(fn), alloc.result)] != [load]:
+        if [u for u, _ in uses(scope(load.result), load.result)] != [op] or \
+                [u for u, _ in uses(scope(alloc.result), alloc.result)] != [load]:
             continue
         op.operands[idx] = alloc.operands[0]
         load.parent.ops.remove(load)
@@ -263,7 +263,7 @@ def _pad_fragment_buffers(fn: Function) -> None:
     """Mark the buffers that only simdgroup_matrix dots read (made from a register value, so written once, by
     the backend) for padded rows (`analysis/padded_rows.py`); the allocator keeps the mark where it fits."""
     for alloc in [o for o in fn.walk() if o.name == "ttg.local_alloc" and o.operands]:
-        readers = [u for u, _ in uses(function_ops(fn), alloc.result)]
+        readers = [u for u, _ in uses(scope(alloc.result), alloc.result)]
         if readers and all(u.name == "tt.dot" and isinstance(u.result.type.encoding, AppleMmaEncoding)
                            for u in readers):
             alloc.attrs[PAD_ATTR] = 1

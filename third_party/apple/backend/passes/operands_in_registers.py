@@ -22,7 +22,7 @@ from typing import Dict, List, Optional, Tuple
 
 from ..ir import Block, Function, Module, Op, Value
 from ..ir.types import AppleMmaEncoding, DotOperandEncoding, Encoding, MemDescType, SliceEncoding, TensorType
-from .rewrite import convert_layout, function_ops, insert_after, insert_before, drop_unread, uses
+from .rewrite import convert_layout, drop_unread, insert_after, insert_before, scope, uses
 
 MAX_OPERAND_REGS = 128  # fragment elements per thread an operand may keep in registers across a loop
 
@@ -178,14 +178,14 @@ def _sink(fn: Function, cvt: Op, consumers: Dict[int, Op], rebuild: _Rebuilder, 
                 regs = convert_layout(src, TensorType(src.type.shape, src.type.element, frag), user.loc,
                                       f"{user.result.name}_frags")
                 insert_before(user, regs)
-                for u, i in list(uses(function_ops(fn), user.result)):
+                for u, i in list(uses(scope(user.result), user.result)):
                     u.operands[i] = regs.result
                 block.ops.remove(user)
     _drop_unused_converts(fn)
 
 
 def _feeds_only(fn: Function, alloc: Op, consumers: Dict[int, Op], mma: AppleMmaEncoding) -> bool:
-    readers = list(uses(function_ops(fn), alloc.result))
+    readers = list(uses(scope(alloc.result), alloc.result))
     return bool(readers) and all(
         i == 0 and id(u) in consumers and u.result.type.encoding == mma for u, i in readers)
 
@@ -198,7 +198,7 @@ def _drop_unused_converts(fn: Function) -> None:
         if isinstance(inner, Op) and inner.name == "ttg.convert_layout":
             first = inner.operands[0]
             if first.type == op.result.type:
-                for u, i in list(uses(function_ops(fn), op.result)):
+                for u, i in list(uses(scope(op.result), op.result)):
                     u.operands[i] = first
             else:
                 op.operands[0] = first
@@ -231,7 +231,7 @@ def _hoist_invariant_operands(fn: Function) -> None:
     """A shared buffer filled before the loops whose dots read it (as the same operand, with the same
     encoding) becomes the fragments in registers, converted once where the buffer was filled."""
     for alloc in [o for o in fn.walk() if o.name == "ttg.local_alloc" and o.operands]:
-        readers = list(uses(function_ops(fn), alloc.result))
+        readers = list(uses(scope(alloc.result), alloc.result))
         if not readers or any(u.name != "tt.dot" or not isinstance(u.result.type.encoding, AppleMmaEncoding)
                               for u, _ in readers):
             continue
@@ -264,7 +264,7 @@ def operands_in_registers(module: Module, chains: Dict[str, List[Tuple[Op, Op]]]
                 continue
             if enc.warps_per_cta[1] != 1:
                 continue
-            readers = [u for u, _ in uses(function_ops(fn), producer.result)]
+            readers = [u for u, _ in uses(scope(producer.result), producer.result)]
             if len(readers) != 1 or readers[0].name != "ttg.convert_layout":
                 continue
             _sink(fn, readers[0], {id(consumer): consumer}, rebuild)
@@ -274,7 +274,7 @@ def operands_in_registers(module: Module, chains: Dict[str, List[Tuple[Op, Op]]]
             for res in loop.results:
                 if not isinstance(res.type, TensorType) or not isinstance(res.type.encoding, AppleMmaEncoding):
                     continue
-                readers = [u for u, _ in uses(function_ops(fn), res)]
+                readers = [u for u, _ in uses(scope(res), res)]
                 if len(readers) == 1 and readers[0].name == "ttg.convert_layout" and readers[0].parent is loop.parent:
                     _sink(fn, readers[0], {}, rebuild, cheap_only=True)
         _hoist_invariant_operands(fn)

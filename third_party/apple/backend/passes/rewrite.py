@@ -32,14 +32,32 @@ def function_ops(fn: Function) -> List[Op]:
     return [op for block in fn.body.blocks for op in block.ops]
 
 
+def scope(v: Value) -> List[Op]:
+    """The top-level ops of the region `v` is defined in: only they and the ops nested in them can read `v`
+    (SSA: a value is visible after its definition in its block, in the blocks that block dominates, and in the
+    regions nested in them). The roots to give `uses` for `v`, where a walk of the whole function would also visit
+    every other loop body."""
+    owner = v.owner
+    block = owner.parent if isinstance(owner, Op) else owner
+    if block is None or block.parent is None:
+        raise ValueError(f"%{v.name} is not defined inside a region")
+    return [op for b in block.parent.blocks for op in b.ops]
+
+
 def uses(root_ops: Iterable[Op], v: Value):
-    """(op, operand index) of every use of `v` among `root_ops` and the ops nested in them."""
-    for top in root_ops:
-        for op in top.walk():
-            if v in op.operands:  # values compare by identity: a C-level scan skips the ops that do not read it
-                for i, operand in enumerate(op.operands):
-                    if operand is v:
-                        yield op, i
+    """(op, operand index) of every use of `v` among `root_ops` and the ops nested in them, in walk order (one
+    stack for all of them: passes ask this for many values, and a generator per op doubled each scan)."""
+    stack = list(root_ops)
+    stack.reverse()
+    while stack:
+        op = stack.pop()
+        if v in op.operands:  # values compare by identity: a C-level scan skips the ops that do not read it
+            for i, operand in enumerate(op.operands):
+                if operand is v:
+                    yield op, i
+        for region in reversed(op.regions):
+            for block in reversed(region.blocks):
+                stack.extend(reversed(block.ops))
 
 
 def drop_unread(fn: Function, removable: Callable[[Op], bool]) -> None:
