@@ -7,9 +7,9 @@ still verify the whole module after it, re-deriving every tensor's layout. That 
 what the pipeline costs (47% of it over the kernels of bench/compile_time.py, 72% for its matmul; perf, 5 Dec
 2026), and libtriton's Python binding has no switch to run it once instead of after every pass.
 
-Only passes that provably cannot change such a kernel are skipped. Passes that also run MLIR's generic
-rewrites (folding, dead code, constant hoisting: `optimize_thread_locality`, `loop_aware_cse`, the
-canonicalizer) always run, because those rewrites apply to any kernel.
+Only passes that provably cannot change such a kernel are skipped; every other pass always runs. Some of those
+have triggers too, but also run MLIR's generic rewrites (folding, dead code, constant hoisting:
+`optimize_thread_locality`, `loop_aware_cse`), which apply to any kernel.
 """
 from __future__ import annotations
 

@@ -122,7 +122,7 @@ def split_top(s: str, sep: str = ",") -> List[str]:
 
 def find_top(s: str, needle: str, start: int = 0, last: bool = False) -> int:
     """The index of `needle` in `s` outside of brackets and strings (the last one with `last`), or -1."""
-    if s.find(needle, start) < 0:
+    if s.find(needle, start) < 0 and s.find('"', start) < 0:  # (a string is still read, to report one unterminated)
         return -1
     depth, i, found = 0, start, -1
     jump = _jump('"-' + _BRACKETS + needle[:1])
