@@ -255,7 +255,14 @@ class FunctionEmitter:
             return False
         h = len(self.lines) - 2
         self.lines[h:] = [folded]
-        self.op_lines = [(i if i <= h else i - 1, op) for i, op in self.op_lines]
+        # Only ops whose code starts at the folded statement move up, and they are the newest entries: an op is
+        # recorded when its lowering ends, and every op that ended after the statement was written started there
+        # (the op that wrote the header is still being lowered).
+        k = len(self.op_lines)
+        while k and self.op_lines[k - 1][0] > h:
+            k -= 1
+            i, op = self.op_lines[k]
+            self.op_lines[k] = (i - 1, op)
         self._starts = [i if i <= h else i - 1 for i in self._starts]
         return True
 
