@@ -6,11 +6,13 @@ functions). Each kernel's TTIR goes through both, in separate MLIR contexts; the
 import pytest
 import triton
 import triton.language as tl
-from triton._C.libtriton import ir
+from triton._C.libtriton import ir, passes
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 from triton.compiler.compiler import make_backend
 
+from triton.backends.apple.compiler import _ttg_target
+from triton.backends.apple.target import SIMD_WIDTH
 from triton.backends.apple.upstream_pipeline import OpCensus, ttgir_passes
 
 
@@ -127,9 +129,8 @@ def _ttgir(path, backend, options, choose):
 def test_skipped_passes_would_not_change_the_kernel(tmp_path, case):
     path, backend, options = _ttir(tmp_path, *CASES[case])
 
-    def to_ttgpuir(pm):
-        from triton._C.libtriton import passes
-        passes.ttir.add_convert_to_ttgpuir(pm, "metal:apple7", options.num_warps, 32, options.num_ctas)
+    def to_ttgpuir(pm):  # as make_ttgir adds it
+        passes.ttir.add_convert_to_ttgpuir(pm, _ttg_target(options), options.num_warps, SIMD_WIDTH, options.num_ctas)
 
     pruned, ran = _ttgir(path, backend, options, lambda census: ttgir_passes(census, to_ttgpuir))
     whole, ran_all = _ttgir(path, backend, options, lambda census: ttgir_passes(EVERYTHING, to_ttgpuir))
