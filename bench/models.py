@@ -23,7 +23,10 @@ Phases, each timed in a fresh process (the worker: ``--worker MODEL --phase PHAS
 Each phase runs twice: **cold** (empty Triton, emulator and inductor caches: a fresh ``TRITON_CACHE_DIR`` and
 ``TORCHINDUCTOR_CACHE_DIR``) and **warm** (the same directories again, in a new process). The split comes from
 Triton's compilation listener (the Python frontend, upstream's TTIR and TTGIR passes, our `msl` stage) and the
-backend's own events (`compile_log`: clang's time per library); "other" is the rest of the first call (kernel
+backend's own events (`compile_log`: clang's time per library). These are wall times summed over the threads
+that compile: with an autotuned kernel's configs compiling two at a time beside the library builds, each stage's
+time includes waiting for a core and for the interpreter, so a stage's column can be several times its CPU time
+and the columns can exceed the first call's wall time. "other" is the rest of the first call (kernel
 launches, autotune benchmarking, PyTorch, dynamo and inductor's own work); "cold cpu s" is the CPU time this
 process and the clang and linker processes it waited for spent in the cold first call (with compiles and builds
 overlapping, up to the core count times the wall time). Kernel counts: Triton compiles,
