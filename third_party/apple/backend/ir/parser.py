@@ -120,15 +120,22 @@ def split_top(s: str, sep: str = ",") -> List[str]:
     return out
 
 
+@functools.lru_cache(maxsize=None)
+def _top_level_stops(needle: str) -> "re.Pattern[str]":
+    """Where `find_top` must look: a string, `->`, `needle` itself, a bracket (stopping at every character that
+    `needle` starts with would stop at every space for `" : "`)."""
+    return re.compile('"|->|' + re.escape(needle) + r"|[()\[\]{}<>]")
+
+
 def find_top(s: str, needle: str, start: int = 0, last: bool = False) -> int:
     """The index of `needle` in `s` outside of brackets and strings (the last one with `last`), or -1."""
     if s.find(needle, start) < 0 and s.find('"', start) < 0:  # (a string is still read, to report one unterminated)
         return -1
     depth, i, found = 0, start, -1
-    jump = _jump('"-' + _BRACKETS + needle[:1])
+    stops = _top_level_stops(needle)
     n = len(s)
     while i < n:
-        m = jump.search(s, i)
+        m = stops.search(s, i)
         if not m:
             break
         i = m.start()
