@@ -156,7 +156,7 @@ def _move_rescale_to_mma(chain, mma: AppleMmaEncoding) -> None:
             link.operands[i] = new_bc.result
 
 
-def _fold_following_converts(fn: Function, cvt: Op) -> None:
+def _fold_following_converts(cvt: Op) -> None:
     """When everything that reads `cvt`'s result converts it again, convert once, from the source."""
     readers = list(uses(scope(cvt.result), cvt.result))
     if readers and all(u.name == "ttg.convert_layout" for u, _ in readers):
@@ -165,7 +165,7 @@ def _fold_following_converts(fn: Function, cvt: Op) -> None:
         cvt.parent.ops.remove(cvt)
 
 
-def _rewrite(fn: Function, op: Op, mma: AppleMmaEncoding) -> None:
+def _rewrite(op: Op, mma: AppleMmaEncoding) -> None:
     res = op.result
     orig: TensorType = res.type
     mma_ty = TensorType(orig.shape, orig.element, mma)
@@ -184,7 +184,7 @@ def _rewrite(fn: Function, op: Op, mma: AppleMmaEncoding) -> None:
         cvt_out = convert_layout(out, orig, loop.loc, f"{out.name}_blocked")
         insert_after(loop, cvt_out)
         replace_uses(scope(out), out, cvt_out.result, skip=cvt_out)
-        _fold_following_converts(fn, cvt_out)
+        _fold_following_converts(cvt_out)
         return
     cvt_in = convert_layout(op.operands[2], mma_ty, op.loc, f"{op.operands[2].name}_mma")
     insert_before(op, cvt_in)
@@ -193,10 +193,10 @@ def _rewrite(fn: Function, op: Op, mma: AppleMmaEncoding) -> None:
     cvt_out = convert_layout(res, orig, op.loc, f"{res.name}_blocked")
     insert_after(op, cvt_out)
     replace_uses(scope(res), res, cvt_out.result, skip=cvt_out)
-    _fold_following_converts(fn, cvt_out)
+    _fold_following_converts(cvt_out)
 
 
-def _read_operands_from_shared(fn: Function, op: Op) -> None:
+def _read_operands_from_shared(op: Op) -> None:
     """An operand that is only a `ttg.local_load` of a shared buffer is read by `simdgroup_load` straight
     from that buffer: the dot takes the memdesc and the register copy disappears."""
     for idx in (0, 1):
@@ -210,7 +210,7 @@ def _read_operands_from_shared(fn: Function, op: Op) -> None:
         load.parent.ops.remove(load)
 
 
-def _stage_large_operands_in_rounds(fn: Function, op: Op) -> None:
+def _stage_large_operands_in_rounds(op: Op) -> None:
     """Operand buffers that together exceed threadgroup memory (`local_alloc` of a register value, read once
     by a `local_load` for this dot) go: the dot reads the register values and stages them itself, in rounds
     over K through the room left (lowering/dot_ops.py)."""
@@ -246,10 +246,10 @@ def accelerate_matmul(module: Module) -> int:
             mma = _eligible(op, module.num_warps, whole_rows=id(op) in in_chain)
             if mma is not None:
                 encs[id(op)] = mma
-                _rewrite(fn, op, mma)
+                _rewrite(op, mma)
                 if len(module.functions) == 1:  # only there are buffers placed again for the longer liveness
-                    _stage_large_operands_in_rounds(fn, op)
-                    _read_operands_from_shared(fn, op)
+                    _stage_large_operands_in_rounds(op)
+                    _read_operands_from_shared(op)
                 count += 1
         chains[fn.name] = [(p, c) for p, c in pairs if id(p) in encs and id(c) in encs]
     operands_in_registers(module, chains)

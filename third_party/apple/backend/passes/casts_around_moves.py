@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..ir import Module, Op
 from ..ir.types import TensorType
-from .rewrite import function_ops, insert_before, uses
+from .rewrite import insert_before, scope, uses
 
 
 def _narrowing(op: Op) -> bool:
@@ -31,14 +31,13 @@ def casts_around_moves(module: Module) -> int:
     """Apply the rewrite everywhere in `module`; returns how many cast/conversion pairs were swapped."""
     count = 0
     for fn in module.functions:
-        all_ops = function_ops(fn)
         for cast in [o for o in fn.walk() if o.name in ("arith.truncf", "tt.fp_to_fp", "arith.extf")]:
             cvt = cast.operands[0].owner
             if not isinstance(cvt, Op) or cvt.name != "ttg.convert_layout":
                 continue
             if not (_narrowing(cast) or _widening_a_bf16_scan(cast)):
                 continue
-            if [u for u, _ in uses(all_ops, cvt.result)] != [cast]:
+            if [u for u, _ in uses(scope(cvt.result), cvt.result)] != [cast]:
                 continue
             x, moved, result = cvt.operands[0], cvt.result, cast.result
             # `moved` (the conversion's result, used only by the cast) becomes the cast's result, in the

@@ -23,7 +23,7 @@ from ..ir import Function, Module, Op, Value
 from ..ir.types import BlockedEncoding, SliceEncoding, TensorType
 from ..layouts import LayoutService, LinearLayout
 from ..target import SIMD_WIDTH
-from .rewrite import function_ops, insert_after, insert_before, uses
+from .rewrite import insert_after, insert_before, scope, uses
 
 MAX_REPLICATION = 4
 MAX_REGS = 16
@@ -57,7 +57,6 @@ class _Rewriter:
 
     def __init__(self, fn: Function, layouts: LayoutService, threads: int):
         self.fn, self.layouts, self.threads = fn, layouts, threads
-        self.top = []
         self.names = {v.name for op in fn.walk() for v in op.results}
         self.names.update(a.name for a in fn.args)
         self.count = 0
@@ -101,11 +100,10 @@ class _Rewriter:
         return res
 
     def try_load(self, load: Op) -> bool:
-        self.top = function_ops(self.fn)
         res = load.result
         if not isinstance(res.type, TensorType) or load.attrs.get("isVolatile") in (True, "true"):
             return False
-        users = list(uses(self.top, res))
+        users = list(uses(scope(res), res))
         if len(users) != 1 or users[0][0].name != "ttg.convert_layout":
             return False
         cvt = users[0][0]

@@ -21,7 +21,7 @@ from typing import Dict, List, Optional, Set, Tuple
 from ..ir import Function, Module, Op, Value
 from ..ir.types import AppleMmaEncoding, BlockedEncoding, Encoding, SliceEncoding, TensorType
 from .operands_in_registers import is_elementwise
-from .rewrite import convert_layout, drop_unread, function_ops, insert_after, insert_before, replace_uses, uses
+from .rewrite import convert_layout, drop_unread, insert_after, insert_before, replace_uses, scope, uses
 
 _REBUILT = ("tt.splat", "arith.constant")  # cloned in the new layout wherever they are defined
 _PURE = ("ttg.convert_layout", "tt.expand_dims", "tt.broadcast", "tt.splat", "arith.constant", "tt.make_range")
@@ -130,7 +130,7 @@ def _retype_loop(fn: Function, loop: Op) -> None:
         res.type = new_ty
         res_back = convert_layout(res, old_ty, loop.loc, f"{res.name}_blocked")
         insert_after(loop, res_back)
-        replace_uses(function_ops(fn), res, res_back.result, skip=res_back)
+        replace_uses(scope(res), res, res_back.result, skip=res_back)
         new_of[id(res_back.result)] = res
     targets = set(slots.values())
     _propagate(body, new_of, targets)

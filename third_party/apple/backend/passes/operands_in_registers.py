@@ -173,7 +173,7 @@ def _sink(fn: Function, cvt: Op, consumers: Dict[int, Op], rebuild: _Rebuilder, 
                 for u, i in list(uses(block.ops, user.result)):
                     if u is not back:
                         u.operands[i] = back.result
-            elif user.name == "ttg.local_alloc" and _feeds_only(fn, user, consumers, mma):
+            elif user.name == "ttg.local_alloc" and _feeds_only(user, consumers, mma):
                 frag = DotOperandEncoding(0, mma)
                 regs = convert_layout(src, TensorType(src.type.shape, src.type.element, frag), user.loc,
                                       f"{user.result.name}_frags")
@@ -184,7 +184,7 @@ def _sink(fn: Function, cvt: Op, consumers: Dict[int, Op], rebuild: _Rebuilder, 
     _drop_unused_converts(fn)
 
 
-def _feeds_only(fn: Function, alloc: Op, consumers: Dict[int, Op], mma: AppleMmaEncoding) -> bool:
+def _feeds_only(alloc: Op, consumers: Dict[int, Op], mma: AppleMmaEncoding) -> bool:
     readers = list(uses(scope(alloc.result), alloc.result))
     return bool(readers) and all(
         i == 0 and id(u) in consumers and u.result.type.encoding == mma for u, i in readers)

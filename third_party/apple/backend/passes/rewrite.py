@@ -26,12 +26,6 @@ def insert_after(anchor: Op, op: Op) -> None:
     op.parent = block
 
 
-def function_ops(fn: Function) -> List[Op]:
-    """The top-level ops of every block of `fn` (a function with early returns has several blocks): the roots
-    to give `uses` and `replace_uses` when a value may be read anywhere in the function."""
-    return [op for block in fn.body.blocks for op in block.ops]
-
-
 def scope(v: Value) -> List[Op]:
     """The top-level ops of the region `v` is defined in: only they and the ops nested in them can read `v`
     (SSA: a value is visible after its definition in its block, in the blocks that block dominates, and in the
