@@ -109,10 +109,10 @@ def _ttir(tmp_path, fn, signature, constexprs):
     module = backend.make_ttir(module, {}, options)
     path = tmp_path / "kernel.ttir"
     path.write_text(module.str())
-    return path, backend, options
+    return path, options
 
 
-def _ttgir(path, backend, options, choose):
+def _ttgir(path, choose):
     context = ir.context()
     ir.load_dialects(context)
     module = ir.parse_mlir_module(str(path), context)
@@ -127,19 +127,19 @@ def _ttgir(path, backend, options, choose):
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_skipped_passes_would_not_change_the_kernel(tmp_path, case):
-    path, backend, options = _ttir(tmp_path, *CASES[case])
+    path, options = _ttir(tmp_path, *CASES[case])
 
     def to_ttgpuir(pm):  # as make_ttgir adds it
         passes.ttir.add_convert_to_ttgpuir(pm, _ttg_target(options), options.num_warps, SIMD_WIDTH, options.num_ctas)
 
-    pruned, ran = _ttgir(path, backend, options, lambda census: ttgir_passes(census, to_ttgpuir))
-    whole, ran_all = _ttgir(path, backend, options, lambda census: ttgir_passes(EVERYTHING, to_ttgpuir))
+    pruned, ran = _ttgir(path, lambda census: ttgir_passes(census, to_ttgpuir))
+    whole, ran_all = _ttgir(path, lambda census: ttgir_passes(EVERYTHING, to_ttgpuir))
     assert ran_all - ran == SKIPPED[case]
     assert pruned == whole
 
 
 def test_census_counts_nested_ops(tmp_path):
-    path, _, _ = _ttir(tmp_path, *CASES["flattened_nest"])
+    path, _ = _ttir(tmp_path, *CASES["flattened_nest"])
     context = ir.context()
     ir.load_dialects(context)
     census = OpCensus.of(ir.parse_mlir_module(str(path), context))
